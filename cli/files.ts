@@ -1,0 +1,13 @@
+import { readFileSync } from 'node:fs';
+import { InputError } from '../engine/errors.ts';
+
+/** Reads a file the user named; a missing or unreadable file is their mistake (exit 2), not a crash. */
+export function readUserFile(path: string): Uint8Array {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : String((error as Error).message);
+    throw new InputError(path, why);
+  }
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+/**
+ * The `memplan` command: the same engine as the app, from a terminal.
+ * Exit codes: 0 success, 2 bad input (one line naming what is wrong, no stack trace), 1 an internal error.
+ */
+import packageJson from '../package.json' with { type: 'json' };
+import { InputError } from '../engine/errors.ts';
+import { replayCommand } from './commands/replay.ts';
+
+interface Command {
+  summary: string;
+  usage: string;
+  run(args: string[]): Promise<void> | void;
+}
+
+const COMMANDS: Record<string, Command> = {
+  replay: replayCommand,
+};
+
+function help(): string {
+  const lines = [
+    'memplan: predicts the GPU memory of a PyTorch training run by simulating PyTorch\'s allocator.',
+    '',
+    'Usage: memplan <command> [options]',
+    '',
+    'Commands:',
+    ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
+    '',
+    'Run `memplan <command> --help` for a command\'s options. `--json` prints one JSON object.',
+  ];
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(help() + '\n');
+    return 0;
+  }
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(packageJson.version + '\n');
+    return 0;
+  }
+  const command = COMMANDS[name];
+  if (!command) throw new InputError('', `unknown command "${name}"; expected one of: ${Object.keys(COMMANDS).join(', ')}`);
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(command.usage + '\n');
+    return 0;
+  }
+  await command.run(rest);
+  return 0;
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof InputError) {
+    process.stderr.write(`memplan: ${error.message}\n`);
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`memplan: internal error: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+    process.stderr.write('This is a bug in memplan; please report it with the command you ran.\n');
+    process.exitCode = 1;
+  }
+}

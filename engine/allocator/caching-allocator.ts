@@ -1,0 +1,702 @@
+/**
+ * PyTorch's CUDA caching allocator for one device, block for block: `DeviceCachingAllocator` of
+ * `c10/cuda/CUDACachingAllocator.cpp` (PyTorch 2.11). Each method names the PyTorch function it mirrors.
+ *
+ * Design, as in PyTorch:
+ * - Requests round up (round_size) and go to the small pool (<= 1 MiB) or the large pool.
+ * - A request takes the smallest cached free block that fits on its stream (best fit, lowest address among
+ *   equals), splitting it when the remainder is worth keeping (should_split).
+ * - With no fitting block, a new segment is cudaMalloc'd: 2 MiB for small requests, 20 MiB for 1-10 MiB ones,
+ *   the request rounded up to 2 MiB above that (get_allocation_size).
+ * - Freed blocks merge with free neighbours of their segment and stay cached; only empty_cache() and the
+ *   out-of-memory path give whole free segments back (release_cached_blocks).
+ * - A memory fraction caps reserved bytes (set_per_process_memory_fraction); hitting the cap, or the device
+ *   running out, releases cached segments and retries once before raising the OOM.
+ *
+ * Single-device; streams are numbers. Cross-stream uses (record_stream) are driven from outside through
+ * requestFree/completeFree, as the replay of a trace does.
+ */
+import type { AllocatorConfig } from './config.ts';
+import { roundupPower2Divisions } from './config.ts';
+import { kMaxRequestBytes, kMinBlockSize, kMinLargeAlloc, kRoundLarge, kSmallBuffer, kSmallSize } from './constants.ts';
+import { Block, BlockPool } from './block.ts';
+import type { DeviceMemory } from './device-memory.ts';
+import { ExpandableSegment } from './expandable-segment.ts';
+import { AGGREGATE, DeviceStats, LARGE_POOL, SMALL_POOL, decreaseStats, increaseStats, memoryStatsDict, type PoolStatType } from './stats.ts';
+import { formatSize } from './format.ts';
+
+/** The trace entries PyTorch records (`TraceEntry::Action`), as a memory snapshot names them. */
+export type TraceAction =
+  | 'alloc'
+  | 'free_requested'
+  | 'free_completed'
+  | 'segment_alloc'
+  | 'segment_free'
+  | 'segment_map'
+  | 'segment_unmap'
+  | 'oom';
+
+export interface TraceEvent {
+  action: TraceAction;
+  /** Address; for `oom`, the device's free bytes (as PyTorch records it). */
+  addr: number;
+  /** Bytes: requested size for alloc/free, segment or mapped size for segment events, rounded size for oom. */
+  size: number;
+  stream: number;
+}
+
+export interface CachingAllocatorOptions {
+  config: AllocatorConfig;
+  device: DeviceMemory;
+  /** `totalGlobalMem` of the device (sizes the address range of expandable segments; the OOM message). */
+  totalGlobalMemBytes: number;
+  /** The cap `set_per_process_memory_fraction` imposes on reserved bytes (`allowed_memory_maximum`). */
+  memoryLimitBytes?: number | undefined;
+  /** Memory the process holds outside the allocator (CUDA context), for the OOM message; unknown if omitted. */
+  nonPyTorchBytes?: number | undefined;
+  /** Called for every trace entry, in PyTorch's order. */
+  onTrace?: ((event: TraceEvent) => void) | undefined;
+}
+
+/** `torch.OutOfMemoryError` (`torch.cuda.OutOfMemoryError`), with PyTorch's message. */
+export class OutOfMemoryError extends Error {
+  /** The request that failed, before rounding. */
+  readonly requestedBytes: number;
+  /** The segment size PyTorch tried to allocate (what its message prints). */
+  readonly allocSizeBytes: number;
+
+  constructor(message: string, requestedBytes: number, allocSizeBytes: number) {
+    super(message);
+    this.name = 'OutOfMemoryError';
+    this.requestedBytes = requestedBytes;
+    this.allocSizeBytes = allocSizeBytes;
+  }
+}
+
+interface AllocParams {
+  stream: number;
+  /** Rounded size. */
+  size: number;
+  pool: BlockPool;
+  /** Segment size a new cudaMalloc would take. */
+  allocSize: number;
+  block: Block | null;
+}
+
+export class CachingAllocator {
+  readonly stats: DeviceStats;
+  readonly config: AllocatorConfig;
+  private readonly device: DeviceMemory;
+  private readonly largeBlocks = new BlockPool(false);
+  private readonly smallBlocks = new BlockPool(true);
+  /** Blocks handed out, or freed but not yet completed. */
+  private readonly activeBlocks = new Set<Block>();
+  private readonly expandableSegments: ExpandableSegment[] = [];
+  /** `total_allocated_memory`: bytes reserved from the device (segments and mapped pages). */
+  private totalAllocatedMemory = 0;
+  private readonly allowedMemoryMaximum: number | undefined;
+  private readonly totalGlobalMemBytes: number;
+  private readonly nonPyTorchBytes: number | undefined;
+  private readonly onTrace: ((event: TraceEvent) => void) | undefined;
+
+  constructor(options: CachingAllocatorOptions) {
+    this.config = options.config;
+    this.device = options.device;
+    this.totalGlobalMemBytes = options.totalGlobalMemBytes;
+    this.allowedMemoryMaximum = options.memoryLimitBytes;
+    this.nonPyTorchBytes = options.nonPyTorchBytes;
+    this.onTrace = options.onTrace;
+    this.stats = new DeviceStats(this.config.maxSplitSizeBytes);
+  }
+
+  private trace(action: TraceAction, addr: number, size: number, stream: number): void {
+    this.onTrace?.({ action, addr, size, stream });
+  }
+
+  private get gcEnabled(): boolean {
+    return this.allowedMemoryMaximum !== undefined && this.config.garbageCollectionThreshold > 0;
+  }
+
+  /** Reserved bytes now (`memory_reserved()`). */
+  get reservedBytes(): number {
+    return this.stats.reserved_bytes[AGGREGATE].current;
+  }
+
+  /** Allocated bytes now (`memory_allocated()`). */
+  get allocatedBytes(): number {
+    return this.stats.allocated_bytes[AGGREGATE].current;
+  }
+
+  /** `torch.cuda.memory_stats()`. */
+  memoryStats(): Record<string, number> {
+    return memoryStatsDict(this.stats);
+  }
+
+  // ---------------------------------------------------------------------------------------------- sizes
+
+  /** `round_size`. */
+  roundSize(size: number): number {
+    if (size < kMinBlockSize) return kMinBlockSize;
+    const divisions = roundupPower2Divisions(this.config, size);
+    if (divisions > 1 && size > kMinBlockSize * divisions) return roundupPower2NextDivision(size, divisions);
+    return kMinBlockSize * Math.ceil(size / kMinBlockSize);
+  }
+
+  /** `get_allocation_size`: the segment a new cudaMalloc takes for a rounded request. */
+  getAllocationSize(size: number): number {
+    if (size <= kSmallSize) return kSmallBuffer;
+    if (size < kMinLargeAlloc) return this.config.largeSegmentSizeBytes;
+    return kRoundLarge * Math.ceil(size / kRoundLarge);
+  }
+
+  private getPool(size: number): BlockPool {
+    return size <= kSmallSize ? this.smallBlocks : this.largeBlocks;
+  }
+
+  private poolStat(pool: BlockPool): PoolStatType {
+    return pool.isSmall ? SMALL_POOL : LARGE_POOL;
+  }
+
+  // ---------------------------------------------------------------------------------------------- malloc
+
+  /**
+   * `DeviceCachingAllocator::malloc`. Returns the block; throws OutOfMemoryError as PyTorch does.
+   * `label` names what the memory holds, for the timeline and the peak breakdown.
+   */
+  malloc(origSize: number, stream = 0, label?: string): Block {
+    if (origSize >= kMaxRequestBytes) {
+      throw new OutOfMemoryError('CUDA out of memory. Tried to allocate more than 1EB memory.', origSize, origSize);
+    }
+    const size = this.roundSize(origSize);
+    const pool = this.getPool(size);
+    const params: AllocParams = { stream, size, pool, allocSize: this.getAllocationSize(size), block: null };
+
+    let found = this.getFreeBlock(params);
+    if (!found) {
+      if (this.gcEnabled) this.garbageCollectCachedBlocks();
+      found =
+        this.allocBlock(params, false) ||
+        (this.releaseAvailableCachedBlocks(params) && this.allocBlock(params, false)) ||
+        (this.releaseCachedBlocks() && this.allocBlock(params, true));
+    }
+    if (!found) this.raiseOutOfMemory(params, origSize);
+
+    const splitRemainder = this.shouldSplit(params.block!, size);
+    const block = this.allocFoundBlock(params, origSize, splitRemainder);
+    block.label = label;
+    return block;
+  }
+
+  /** Would malloc(size) have to release cached memory (or fail)? Asks without changing anything. */
+  wouldNeedRelease(origSize: number, stream = 0): boolean {
+    const size = this.roundSize(origSize);
+    const pool = this.getPool(size);
+    if (this.findFreeBlockIndex(pool, stream, size) >= 0) return false;
+    const allocSize = this.getAllocationSize(size);
+    if (this.allowedMemoryMaximum !== undefined && this.totalAllocatedMemory + allocSize > this.allowedMemoryMaximum) return true;
+    if (this.config.expandableSegments) return false; // mapping pages is checked page by page; not predicted here
+    return allocSize > this.device.freeBytes;
+  }
+
+  private raiseOutOfMemory(params: AllocParams, origSize: number): never {
+    const deviceFree = this.device.freeBytes;
+    this.trace('oom', deviceFree, params.size, params.stream);
+    this.stats.num_ooms += 1;
+    const allocated = this.stats.allocated_bytes[AGGREGATE].current;
+    const reserved = this.stats.reserved_bytes[AGGREGATE].current;
+    const procInfo =
+      this.nonPyTorchBytes === undefined
+        ? ''
+        : `Including non-PyTorch memory, this process has ${formatSize(reserved + this.nonPyTorchBytes)} memory in use. `;
+    const allowedInfo = this.allowedMemoryMaximum === undefined ? '' : `${formatSize(this.allowedMemoryMaximum)} allowed; `;
+    const message =
+      `CUDA out of memory. Tried to allocate ${formatSize(params.allocSize)}. GPU 0 has a total capacity of ` +
+      `${formatSize(this.totalGlobalMemBytes)} of which ${formatSize(Math.max(0, deviceFree))} is free. ` +
+      procInfo +
+      allowedInfo +
+      `Of the allocated memory ${formatSize(allocated)} is allocated by PyTorch, and ` +
+      `${formatSize(reserved - allocated)} is reserved by PyTorch but unallocated.` +
+      ' If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid' +
+      ' fragmentation.  See documentation for Memory Management ' +
+      ' (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)';
+    throw new OutOfMemoryError(message, origSize, params.allocSize);
+  }
+
+  /** Index in pool.blocks of the block get_free_block would take, or -1. Shared by getFreeBlock and wouldNeedRelease. */
+  private findFreeBlockIndex(pool: BlockPool, stream: number, size: number): number {
+    const items = pool.blocks.items;
+    let i = pool.blocks.lowerBound(stream, size, 0);
+    if (i >= items.length || items[i]!.stream !== stream) return -1;
+    if (items[i]!.expandableSegment) {
+      if (this.config.expandableSegments) {
+        // Best fit by the size a block can grow to: its own plus the unmapped range after it.
+        const expandableSize = (b: Block) => b.size + (b.next && !b.next.mapped ? b.next.size : 0);
+        while (
+          items[i]!.expandableSegment &&
+          i + 1 < items.length &&
+          items[i + 1]!.stream === stream &&
+          expandableSize(items[i + 1]!) < expandableSize(items[i]!)
+        ) {
+          i++;
+        }
+      } else {
+        do i++;
+        while (i < items.length && items[i]!.expandableSegment && items[i]!.stream === stream);
+        if (i >= items.length || items[i]!.stream !== stream) return -1;
+      }
+    }
+    const candidate = items[i]!;
+    const maxSplit = this.config.maxSplitSizeBytes;
+    // Do not return an oversized block for a small request.
+    if (size < maxSplit && candidate.size >= maxSplit) return -1;
+    // An oversized block may serve a large request only within max_non_split_rounding_size.
+    if (size >= maxSplit && candidate.size >= size + this.config.maxNonSplitRoundingBytes) return -1;
+    return i;
+  }
+
+  /** `get_free_block`. */
+  private getFreeBlock(p: AllocParams): boolean {
+    if (this.gcEnabled) p.pool.getFreeBlocksCallCount++;
+    const i = this.findFreeBlockIndex(p.pool, p.stream, p.size);
+    if (i < 0) return false;
+    p.block = p.pool.blocks.items[i]!;
+    p.pool.blocks.items.splice(i, 1);
+    return true;
+  }
+
+  /** `should_split`. */
+  private shouldSplit(block: Block, size: number): boolean {
+    const remaining = block.size - size;
+    if (block.pool.isSmall || this.config.expandableSegments) return remaining >= kMinBlockSize;
+    return size < this.config.maxSplitSizeBytes && remaining > kSmallSize;
+  }
+
+  /** `alloc_found_block`. */
+  private allocFoundBlock(params: AllocParams, origSize: number, splitRemainder: boolean): Block {
+    const { size, pool, stream } = params;
+    let block = params.block!;
+    const s = this.stats;
+    const poolStat = this.poolStat(pool);
+    const alreadySplit = block.isSplit();
+    if (splitRemainder) {
+      const remaining = block;
+      block = new Block(stream, size, pool, remaining.ptr);
+      block.expandableSegment = remaining.expandableSegment;
+      block.prev = remaining.prev;
+      if (block.prev) block.prev.next = block;
+      block.next = remaining;
+      remaining.prev = block;
+      remaining.ptr += size;
+      remaining.size -= size;
+      pool.insertIntoBlocks(remaining);
+      if (alreadySplit && !block.expandableSegment) {
+        // An already-split inactive block is being shrunk by size bytes.
+        decreaseStats(s.inactive_split_bytes, poolStat, block.size);
+      } else if (!block.expandableSegment) {
+        // A new split inactive block is being created from a previously unsplit block.
+        increaseStats(s.inactive_split_bytes, poolStat, remaining.size);
+        increaseStats(s.inactive_split, poolStat, 1);
+      }
+    } else if (alreadySplit && !block.expandableSegment) {
+      // An already-split block is becoming active.
+      decreaseStats(s.inactive_split_bytes, poolStat, block.size);
+      decreaseStats(s.inactive_split, poolStat, 1);
+    }
+    block.allocated = true;
+    block.requestedSize = origSize;
+    this.trace('alloc', block.ptr, origSize, block.stream);
+    this.activeBlocks.add(block);
+    increaseStats(s.allocation, poolStat, 1);
+    increaseStats(s.allocated_bytes, poolStat, block.size);
+    increaseStats(s.active, poolStat, 1);
+    increaseStats(s.active_bytes, poolStat, block.size);
+    increaseStats(s.requested_bytes, poolStat, origSize);
+    if (block.size >= this.config.maxSplitSizeBytes) s.oversize_allocations.increase(1);
+    return block;
+  }
+
+  // ---------------------------------------------------------------------------------------------- free
+
+  /** `free` of a block used on its own stream only: the usual case. */
+  free(block: Block): void {
+    this.requestFree(block);
+    this.completeFree(block);
+  }
+
+  /**
+   * The first half of `free`: the block stops counting as allocated. Without cross-stream uses PyTorch calls
+   * completeFree (free_block) at once; with them, once their events complete.
+   */
+  requestFree(block: Block): void {
+    if (!block.allocated) throw new Error(`free of a block that is not allocated (ptr ${block.ptr})`);
+    block.allocated = false;
+    const poolStat = this.poolStat(block.pool);
+    decreaseStats(this.stats.allocation, poolStat, 1);
+    decreaseStats(this.stats.allocated_bytes, poolStat, block.size);
+    this.trace('free_requested', block.ptr, block.requestedSize, block.stream);
+    if (block.size >= this.config.maxSplitSizeBytes) this.stats.oversize_allocations.decrease(1);
+  }
+
+  /** `free_block`: the block returns to its pool, merging with free neighbours. */
+  completeFree(block: Block): void {
+    if (block.allocated || !this.activeBlocks.has(block)) throw new Error(`free_block of a block that is not freed (ptr ${block.ptr})`);
+    this.trace('free_completed', block.ptr, block.requestedSize, block.stream);
+    const originalBlockSize = block.size;
+    const requestedSize = block.requestedSize;
+    const pool = block.pool;
+    let netInactiveSplitBlocks = 0;
+    let netInactiveSplitSize = 0;
+    for (const candidate of [block.prev, block.next]) {
+      const subsumed = this.tryMergeBlocks(block, candidate, pool);
+      if (subsumed > 0) {
+        netInactiveSplitBlocks -= 1;
+        netInactiveSplitSize -= subsumed;
+      }
+    }
+    this.activeBlocks.delete(block);
+    block.label = undefined;
+    pool.insertIntoBlocks(block);
+    if (block.isSplit()) {
+      netInactiveSplitBlocks += 1;
+      netInactiveSplitSize += block.size;
+    }
+    const s = this.stats;
+    const poolStat = this.poolStat(pool);
+    // inactive_split leaves out expandable segments, whose free pages can always be given back.
+    if (!block.expandableSegment) {
+      if (netInactiveSplitBlocks > 0) increaseStats(s.inactive_split, poolStat, netInactiveSplitBlocks);
+      else if (netInactiveSplitBlocks < 0) decreaseStats(s.inactive_split, poolStat, -netInactiveSplitBlocks);
+      if (netInactiveSplitSize > 0) increaseStats(s.inactive_split_bytes, poolStat, netInactiveSplitSize);
+      else if (netInactiveSplitSize < 0) decreaseStats(s.inactive_split_bytes, poolStat, -netInactiveSplitSize);
+    }
+    decreaseStats(s.active, poolStat, 1);
+    decreaseStats(s.active_bytes, poolStat, originalBlockSize);
+    decreaseStats(s.requested_bytes, poolStat, requestedSize);
+  }
+
+  /** `try_merge_blocks`: dst absorbs a free neighbour src; returns the bytes absorbed, or 0. */
+  private tryMergeBlocks(dst: Block, src: Block | null, pool: BlockPool): number {
+    if (!src || src.allocated || this.activeBlocks.has(src) || dst.mapped !== src.mapped) return 0;
+    // src is free and cached: take it out of its set before dst's range changes.
+    if (src.mapped) pool.blocks.erase(src);
+    else pool.unmapped.erase(src);
+    if (dst.prev === src) {
+      dst.ptr = src.ptr;
+      dst.prev = src.prev;
+      if (dst.prev) dst.prev.next = dst;
+    } else {
+      dst.next = src.next;
+      if (dst.next) dst.next.prev = dst;
+    }
+    dst.size += src.size;
+    return src.size;
+  }
+
+  // ---------------------------------------------------------------------------------------------- segments
+
+  /** `alloc_block`: a new segment (or mapped pages) for the request. */
+  private allocBlock(p: AllocParams, isRetry: boolean): boolean {
+    const size = p.allocSize;
+    if (isRetry) this.stats.num_alloc_retries += 1;
+    if (this.allowedMemoryMaximum !== undefined && this.totalAllocatedMemory + size > this.allowedMemoryMaximum) return false;
+    if (this.config.expandableSegments) {
+      p.block = this.tryAllocateExpandableBlock(p.stream, p.pool, p.size);
+      return p.block !== null;
+    }
+    const ptr = this.device.malloc(size);
+    if (ptr === null) return false;
+    this.totalAllocatedMemory += size;
+    p.block = new Block(p.stream, size, p.pool, ptr);
+    increaseStats(this.stats.segment, this.poolStat(p.pool), 1);
+    increaseStats(this.stats.reserved_bytes, this.poolStat(p.pool), size);
+    if (size >= this.config.maxSplitSizeBytes) this.stats.oversize_segments.increase(1);
+    this.stats.num_device_alloc++;
+    this.trace('segment_alloc', ptr, size, p.stream);
+    return true;
+  }
+
+  /** `release_block`: cudaFree a whole free segment. */
+  private releaseBlock(block: Block): void {
+    this.stats.num_device_free++;
+    this.trace('segment_free', block.ptr, block.size, block.stream);
+    this.device.free(block.ptr, block.size);
+    this.totalAllocatedMemory -= block.size;
+    decreaseStats(this.stats.segment, this.poolStat(block.pool), 1);
+    decreaseStats(this.stats.reserved_bytes, this.poolStat(block.pool), block.size);
+    if (block.size >= this.config.maxSplitSizeBytes) this.stats.oversize_segments.decrease(1);
+    block.pool.blocks.erase(block);
+  }
+
+  /** `release_available_cached_blocks`: free oversize cached blocks, enough for the request. */
+  private releaseAvailableCachedBlocks(p: AllocParams): boolean {
+    const maxSplit = this.config.maxSplitSizeBytes;
+    if (!Number.isFinite(maxSplit)) return false;
+    const items = p.pool.blocks.items;
+    const keySize = p.size < maxSplit ? maxSplit : p.size;
+    let i = p.pool.blocks.lowerBound(p.stream, keySize, 0);
+    if (i >= items.length || items[i]!.stream !== p.stream) {
+      // No single block is large enough: free oversize blocks from the largest down.
+      if (i === 0) return false;
+      let totalReleased = 0;
+      i--;
+      while (totalReleased < keySize && items[i]!.size >= maxSplit && items[i]!.stream === p.stream) {
+        const current = items[i]!;
+        totalReleased += current.size;
+        if (i > 0) {
+          i--;
+          this.releaseBlock(current);
+        } else {
+          this.releaseBlock(current);
+          break;
+        }
+      }
+      if (totalReleased < keySize) return false;
+    } else {
+      this.releaseBlock(items[i]!);
+    }
+    return true;
+  }
+
+  /** `release_cached_blocks` (`empty_cache()`, and the last resort before an OOM). */
+  private releaseCachedBlocks(): boolean {
+    this.stats.num_sync_all_streams++;
+    this.releaseBlocks(this.largeBlocks);
+    this.releaseBlocks(this.smallBlocks);
+    return true;
+  }
+
+  /** `release_blocks`: free every whole free segment; unmap free pages of expandable segments. */
+  private releaseBlocks(pool: BlockPool): void {
+    const toUnmap: Block[] = [];
+    for (const block of [...pool.blocks.items]) {
+      if (block.expandableSegment) toUnmap.push(block);
+      else if (!block.prev && !block.next) this.releaseBlock(block);
+    }
+    for (const block of toUnmap) {
+      this.unmapBlock(block);
+      if (!block.prev && !block.next) this.releaseExpandableSegment(block);
+    }
+  }
+
+  /** `garbage_collect_cached_blocks`: under a memory fraction, free old unsplit large blocks. */
+  private garbageCollectCachedBlocks(): void {
+    const gcThreshold = Math.floor(this.config.garbageCollectionThreshold * this.allowedMemoryMaximum!);
+    if (this.totalAllocatedMemory <= gcThreshold) return;
+    const targetSize = this.totalAllocatedMemory - gcThreshold;
+    let gcReclaimed = 0;
+    const pool = this.largeBlocks;
+    const gcCount = (b: Block) => pool.getFreeBlocksCallCount - b.gcCountBase;
+    let totalAge = 0;
+    let freeableBlockCount = 0;
+    for (const b of pool.blocks.items) {
+      if (!b.isSplit()) {
+        totalAge += gcCount(b);
+        ++freeableBlockCount;
+      }
+    }
+    if (freeableBlockCount === 0) return;
+    let blockFreed = true;
+    while (gcReclaimed < targetSize && blockFreed && freeableBlockCount > 0) {
+      const ageThreshold = totalAge / freeableBlockCount;
+      blockFreed = false;
+      for (const block of [...pool.blocks.items]) {
+        if (!block.isSplit() && gcCount(block) >= ageThreshold) {
+          blockFreed = true;
+          gcReclaimed += block.size;
+          totalAge -= gcCount(block);
+          freeableBlockCount--;
+          this.releaseBlock(block);
+        }
+      }
+    }
+  }
+
+  /** `torch.cuda.empty_cache()` (`emptyCache` -> `release_cached_blocks`). */
+  emptyCache(): void {
+    this.releaseCachedBlocks();
+  }
+
+  // ---------------------------------------------------------------------------------------------- expandable segments
+
+  /** `find_expandable_block`: the lowest address with room for size in free and unmapped blocks. */
+  private findExpandableBlock(stream: number, pool: BlockPool, size: number): Block {
+    const allocatable = (b: Block | null): b is Block => b !== null && !b.allocated && !this.activeBlocks.has(b);
+    const hasAvailableAddressSpace = (start: Block) => {
+      let bytes = 0;
+      let b: Block | null = start;
+      while (bytes < size && allocatable(b)) {
+        bytes += b.size;
+        b = b.next;
+      }
+      return bytes >= size;
+    };
+    const unmapped = pool.unmapped.items;
+    for (let i = pool.unmapped.lowerBound(stream, 0, 0); i < unmapped.length && unmapped[i]!.stream === stream; i++) {
+      let c = unmapped[i]!;
+      if (allocatable(c.prev)) c = c.prev;
+      if (hasAvailableAddressSpace(c)) return c;
+    }
+    const pageSize = pool.isSmall ? kSmallBuffer : this.config.largeSegmentSizeBytes;
+    const segment = new ExpandableSegment(this.device, this.totalGlobalMemBytes, pageSize);
+    this.expandableSegments.push(segment);
+    const candidate = new Block(stream, segment.size, pool, segment.ptr);
+    candidate.mapped = false;
+    candidate.expandableSegment = segment;
+    pool.unmapped.insert(candidate);
+    return candidate;
+  }
+
+  /** `map_block`: back the first size bytes of an unmapped block with pages. */
+  private mapBlock(toMap: Block, size: number): boolean {
+    const mappedRange = toMap.expandableSegment!.map({ ptr: toMap.ptr, size });
+    if (mappedRange.size === 0) return false;
+    const pool = toMap.pool;
+    pool.unmapped.erase(toMap);
+    toMap.mapped = true;
+    if (mappedRange.size < toMap.size) {
+      const remaining = new Block(toMap.stream, toMap.size - mappedRange.size, pool, toMap.ptr + mappedRange.size);
+      remaining.mapped = false;
+      remaining.expandableSegment = toMap.expandableSegment;
+      remaining.prev = toMap;
+      remaining.next = toMap.next;
+      if (toMap.next) toMap.next.prev = remaining;
+      toMap.next = remaining;
+      pool.unmapped.insert(remaining);
+      toMap.size = mappedRange.size;
+    }
+    this.tryMergeBlocks(toMap, toMap.prev, pool);
+    this.tryMergeBlocks(toMap, toMap.next, pool);
+    pool.insertIntoBlocks(toMap);
+    this.totalAllocatedMemory += mappedRange.size;
+    increaseStats(this.stats.reserved_bytes, this.poolStat(pool), mappedRange.size);
+    this.stats.num_device_alloc++;
+    this.trace('segment_map', mappedRange.ptr, mappedRange.size, toMap.stream);
+    return true;
+  }
+
+  /** `try_allocate_expandable_block`. */
+  private tryAllocateExpandableBlock(stream: number, pool: BlockPool, size: number): Block | null {
+    let candidate = this.findExpandableBlock(stream, pool, size);
+    if (!candidate.mapped && !this.mapBlock(candidate, Math.min(candidate.size, size))) return null;
+    while (candidate.size < size) {
+      const remaining = size - candidate.size;
+      const newCandidate = candidate.next!;
+      if (!this.mapBlock(newCandidate, Math.min(remaining, newCandidate.size))) return null;
+      candidate = newCandidate;
+    }
+    pool.blocks.erase(candidate);
+    return candidate;
+  }
+
+  /** `unmap_block`: give back the whole pages inside a free expandable block. */
+  private unmapBlock(block: Block): void {
+    const unmapped = block.expandableSegment!.unmap({ ptr: block.ptr, size: block.size });
+    if (unmapped.size === 0) return;
+    const pool = block.pool;
+    pool.blocks.erase(block);
+    const beforeSize = unmapped.ptr - block.ptr;
+    if (beforeSize > 0) {
+      const beforeFree = new Block(block.stream, beforeSize, pool, block.ptr);
+      beforeFree.expandableSegment = block.expandableSegment;
+      beforeFree.prev = block.prev;
+      if (block.prev) block.prev.next = beforeFree;
+      beforeFree.next = block;
+      block.prev = beforeFree;
+      pool.insertIntoBlocks(beforeFree);
+    }
+    const afterSize = block.size - (beforeSize + unmapped.size);
+    if (afterSize > 0) {
+      const afterFree = new Block(block.stream, afterSize, pool, unmapped.ptr + unmapped.size);
+      afterFree.expandableSegment = block.expandableSegment;
+      afterFree.next = block.next;
+      if (block.next) block.next.prev = afterFree;
+      afterFree.prev = block;
+      block.next = afterFree;
+      pool.insertIntoBlocks(afterFree);
+    }
+    block.ptr = unmapped.ptr;
+    block.size = unmapped.size;
+    block.mapped = false;
+    this.tryMergeBlocks(block, block.prev, pool);
+    this.tryMergeBlocks(block, block.next, pool);
+    pool.unmapped.insert(block);
+    this.totalAllocatedMemory -= unmapped.size;
+    decreaseStats(this.stats.reserved_bytes, this.poolStat(pool), unmapped.size);
+    this.stats.num_device_free++;
+    this.trace('segment_unmap', unmapped.ptr, unmapped.size, block.stream);
+  }
+
+  /** `release_expandable_segment`: a wholly unmapped segment gives back its address range. */
+  private releaseExpandableSegment(block: Block): void {
+    const segment = block.expandableSegment!;
+    const i = this.expandableSegments.indexOf(segment);
+    if (i >= 0) this.expandableSegments.splice(i, 1);
+    block.pool.unmapped.erase(block);
+  }
+
+  // ---------------------------------------------------------------------------------------------- views
+
+  /** Every segment with its blocks in address order (what `torch.cuda.memory_snapshot()` lists). */
+  segments(): SegmentView[] {
+    const heads = new Set<Block>();
+    const addHead = (b: Block) => {
+      let head = b;
+      while (head.prev) head = head.prev;
+      heads.add(head);
+    };
+    for (const b of this.activeBlocks) addHead(b);
+    for (const pool of [this.largeBlocks, this.smallBlocks]) for (const b of pool.blocks.items) addHead(b);
+    const views: SegmentView[] = [];
+    for (const head of heads) {
+      const blocks: BlockView[] = [];
+      let total = 0;
+      let allocated = 0;
+      for (let b: Block | null = head; b; b = b.next) {
+        if (!b.mapped) continue;
+        const state = b.allocated ? 'active_allocated' : this.activeBlocks.has(b) ? 'active_pending_free' : 'inactive';
+        blocks.push({ address: b.ptr, size: b.size, requestedSize: b.requestedSize, state, label: b.label });
+        total += b.size;
+        if (b.allocated) allocated += b.size;
+      }
+      if (blocks.length === 0) continue;
+      views.push({
+        address: blocks[0]!.address,
+        totalSize: total,
+        allocatedSize: allocated,
+        segmentType: head.pool.isSmall ? 'small' : 'large',
+        stream: head.stream,
+        expandable: head.expandableSegment !== null,
+        blocks,
+      });
+    }
+    return views.sort((a, b) => a.address - b.address);
+  }
+}
+
+export interface BlockView {
+  address: number;
+  size: number;
+  requestedSize: number;
+  state: 'active_allocated' | 'active_pending_free' | 'inactive';
+  label: string | undefined;
+}
+
+export interface SegmentView {
+  address: number;
+  totalSize: number;
+  allocatedSize: number;
+  segmentType: 'small' | 'large';
+  stream: number;
+  expandable: boolean;
+  blocks: BlockView[];
+}
+
+/** `roundup_power2_next_division`. */
+export function roundupPower2NextDivision(size: number, divisions: number): number {
+  const power2Floor = 2 ** Math.floor(Math.log2(size));
+  if (power2Floor === size) return size;
+  const power2Division = Math.floor(power2Floor / 2 ** Math.floor(Math.log2(divisions)));
+  if (power2Division === 0) return power2Floor * 2;
+  const roundSizeFloor = size - (size % power2Division);
+  return roundSizeFloor === size ? size : roundSizeFloor + power2Division;
+}

@@ -1,0 +1,189 @@
+/**
+ * Allocator settings: the `PYTORCH_CUDA_ALLOC_CONF` string, parsed as
+ * `c10/core/AllocatorConfig.cpp` (`AcceleratorAllocatorConfig::parseArgs`) and
+ * `c10/cuda/CUDAAllocatorConfig.cpp` do. Keys that change nothing memplan simulates
+ * (pinned_*, release_lock_on_cudamalloc, ...) are accepted and ignored, as PyTorch accepts them.
+ */
+import { InputError } from '../errors.ts';
+import { kLargeBuffer, kNoMaxSplitSize, kRoundUpPowerOfTwoIntervals } from './constants.ts';
+
+export interface AllocatorConfig {
+  /** Blocks of at least this size are never split (`max_split_size_mb`); Infinity = off. */
+  maxSplitSizeBytes: number;
+  /** An oversize block serves requests up to this much smaller (`max_non_split_rounding_mb`). */
+  maxNonSplitRoundingBytes: number;
+  /** `garbage_collection_threshold`, in (0, 1); 0 = off. Acts only under a memory fraction. */
+  garbageCollectionThreshold: number;
+  /** `roundup_power2_divisions`, one entry per power-of-two interval (see roundupPower2Divisions). */
+  roundupPower2Divisions: number[];
+  /** `expandable_segments:True`. */
+  expandableSegments: boolean;
+  /** `large_segment_size_mb`: segment of 1-10 MiB requests and page of the large expandable pool. */
+  largeSegmentSizeBytes: number;
+}
+
+const MiB = 1_048_576;
+
+export function defaultAllocatorConfig(): AllocatorConfig {
+  return {
+    maxSplitSizeBytes: kNoMaxSplitSize,
+    maxNonSplitRoundingBytes: kLargeBuffer,
+    garbageCollectionThreshold: 0,
+    roundupPower2Divisions: new Array<number>(kRoundUpPowerOfTwoIntervals).fill(0),
+    expandableSegments: false,
+    largeSegmentSizeBytes: kLargeBuffer,
+  };
+}
+
+/** Keys PyTorch accepts that do not change what memplan simulates. */
+const IGNORED_KEYS = new Set([
+  'backend',
+  'release_lock_on_cudamalloc',
+  'pinned_use_cuda_host_register',
+  'pinned_num_register_threads',
+  'pinned_use_background_threads',
+  'pinned_reserve_segment_size_mb',
+  'graph_capture_record_stream_reuse',
+  'per_process_memory_fraction',
+  'throw_on_cudamalloc_oom',
+  'expandable_segments_reserve',
+]);
+
+function isPowerOfTwo(n: number): boolean {
+  return Number.isInteger(n) && n > 0 && (n & (n - 1)) === 0;
+}
+
+function parseNumber(field: string, text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value)) throw new InputError(field, `expected a number, got "${text}"`);
+  return value;
+}
+
+function parseDivision(field: string, text: string): number {
+  const value = parseNumber(field, text);
+  if (value !== 0 && !isPowerOfTwo(value)) throw new InputError(field, `each division must be 0 or a power of 2, got ${text}`);
+  return value;
+}
+
+/** `roundup_power2_divisions:N` or `roundup_power2_divisions:[64:8,256:4,>:1]` (keys in MB, powers of two). */
+function parseRoundupDivisions(field: string, text: string): number[] {
+  const divisions = new Array<number>(kRoundUpPowerOfTwoIntervals).fill(0);
+  if (!text.startsWith('[')) return divisions.fill(parseDivision(field, text));
+  if (!text.endsWith(']')) throw new InputError(field, `expected a list like [64:8,256:4,>:1], got "${text}"`);
+  let lastIndex = -1;
+  let first = true;
+  for (const entry of text.slice(1, -1).split(',')) {
+    const [key, value, extra] = entry.split(':');
+    if (key === undefined || value === undefined || extra !== undefined) {
+      throw new InputError(field, `expected entries SIZE_MB:DIVISIONS, got "${entry}"`);
+    }
+    const division = parseDivision(field, value);
+    if (key.trim() === '>') {
+      for (let i = lastIndex + 1; i < kRoundUpPowerOfTwoIntervals; i++) divisions[i] = division;
+      continue;
+    }
+    const sizeMb = parseNumber(field, key);
+    if (!isPowerOfTwo(sizeMb)) throw new InputError(field, `each size must be a power of 2 in MB, got ${key}`);
+    const index = Math.min(Math.log2(sizeMb), kRoundUpPowerOfTwoIntervals - 1);
+    if (first) for (let i = 0; i < index; i++) divisions[i] = division; // the first key also fills the intervals below it
+    if (index <= lastIndex) throw new InputError(field, 'sizes must increase');
+    divisions[index] = division;
+    lastIndex = index;
+    first = false;
+  }
+  return divisions;
+}
+
+function parseBool(field: string, text: string): boolean {
+  if (text === 'True' || text === 'true') return true;
+  if (text === 'False' || text === 'false') return false;
+  throw new InputError(field, `expected True or False, got "${text}"`);
+}
+
+/**
+ * Parses a `PYTORCH_CUDA_ALLOC_CONF` string such as `expandable_segments:True,max_split_size_mb:128`.
+ * Values are checked as PyTorch checks them (e.g. max_split_size_mb must be above 20).
+ */
+export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF'): AllocatorConfig {
+  const config = defaultAllocatorConfig();
+  // Split on commas outside brackets: roundup_power2_divisions:[64:8,256:4] holds commas.
+  const entries: string[] = [];
+  let depth = 0;
+  let current = '';
+  for (const ch of conf) {
+    if (ch === '[') depth++;
+    if (ch === ']') depth--;
+    if (ch === ',' && depth === 0) {
+      entries.push(current);
+      current = '';
+    } else current += ch;
+  }
+  entries.push(current);
+  for (const raw of entries) {
+    const entry = raw.trim();
+    if (entry === '') continue;
+    const colon = entry.indexOf(':');
+    if (colon < 0) throw new InputError(fieldName, `expected key:value, got "${entry}"`);
+    const key = entry.slice(0, colon).trim();
+    const value = entry.slice(colon + 1).trim();
+    const field = `${fieldName} ${key}`;
+    switch (key) {
+      case 'max_split_size_mb': {
+        const mb = parseNumber(field, value);
+        if (mb < 20) throw new InputError(field, `must be at least 20 (MB), got ${value}`);
+        config.maxSplitSizeBytes = Math.floor(mb) * MiB;
+        break;
+      }
+      case 'max_non_split_rounding_mb': {
+        const mb = parseNumber(field, value);
+        if (mb < 20) throw new InputError(field, `must be at least 20 (MB), got ${value}`);
+        config.maxNonSplitRoundingBytes = Math.floor(mb) * MiB;
+        break;
+      }
+      case 'garbage_collection_threshold': {
+        const t = parseNumber(field, value);
+        if (!(t > 0 && t < 1)) throw new InputError(field, `must be between 0.0 and 1.0 (exclusive), got ${value}`);
+        config.garbageCollectionThreshold = t;
+        break;
+      }
+      case 'roundup_power2_divisions':
+        config.roundupPower2Divisions = parseRoundupDivisions(field, value);
+        break;
+      case 'expandable_segments':
+        config.expandableSegments = parseBool(field, value);
+        break;
+      case 'large_segment_size_mb': {
+        const mb = parseNumber(field, value);
+        if (!Number.isInteger(mb) || mb < 2 || mb % 2 !== 0) throw new InputError(field, `must be an even number of MB, got ${value}`);
+        config.largeSegmentSizeBytes = mb * MiB;
+        break;
+      }
+      default:
+        if (!IGNORED_KEYS.has(key)) throw new InputError(fieldName, `unknown allocator setting "${key}"`);
+    }
+  }
+  return config;
+}
+
+/** `AcceleratorAllocatorConfig::roundup_power2_divisions(size)`: the divisions of size's power-of-two interval. */
+export function roundupPower2Divisions(config: AllocatorConfig, size: number): number {
+  const log2 = Math.floor(Math.log2(size));
+  const index = Math.min(Math.max(0, log2 - 20), kRoundUpPowerOfTwoIntervals - 1);
+  return config.roundupPower2Divisions[index] ?? 0;
+}
+
+/** The settings as a `PYTORCH_CUDA_ALLOC_CONF` string (only what differs from the defaults). */
+export function formatAllocatorConf(config: AllocatorConfig): string {
+  const d = defaultAllocatorConfig();
+  const parts: string[] = [];
+  if (config.expandableSegments) parts.push('expandable_segments:True');
+  if (config.maxSplitSizeBytes !== d.maxSplitSizeBytes) parts.push(`max_split_size_mb:${config.maxSplitSizeBytes / MiB}`);
+  if (config.maxNonSplitRoundingBytes !== d.maxNonSplitRoundingBytes) parts.push(`max_non_split_rounding_mb:${config.maxNonSplitRoundingBytes / MiB}`);
+  if (config.garbageCollectionThreshold) parts.push(`garbage_collection_threshold:${config.garbageCollectionThreshold}`);
+  if (config.roundupPower2Divisions.some((v) => v !== 0)) {
+    const all = config.roundupPower2Divisions;
+    parts.push(`roundup_power2_divisions:${all.every((v) => v === all[0]) ? all[0] : `[${all.map((v, i) => `${2 ** i}:${v}`).join(',')}]`}`);
+  }
+  if (config.largeSegmentSizeBytes !== d.largeSegmentSizeBytes) parts.push(`large_segment_size_mb:${config.largeSegmentSizeBytes / MiB}`);
+  return parts.join(',');
+}

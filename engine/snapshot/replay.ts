@@ -1,0 +1,356 @@
+/**
+ * Replay of a real PyTorch memory trace through the simulated caching allocator.
+ *
+ * Each `alloc` and `free_*` of the real trace is fed to the simulator; the segment events (`segment_alloc`,
+ * `segment_free`, `segment_map`, `segment_unmap`) and `oom`s the simulator produces are compared, in order and
+ * size, with the real ones, and reserved bytes after every event. The allocator is deterministic, so a faithful
+ * simulator reproduces every segment the real run created and released.
+ *
+ * Note [empty_cache in a trace]: `torch.cuda.empty_cache()` leaves no entry of its own; it shows as a run of
+ * `segment_free`/`segment_unmap` that no allocation asked for. The release-and-retry path of an allocation that
+ * hit the memory cap shows the same way just before that allocation's `segment_alloc`. The replay tells them
+ * apart by asking the simulator whether the next allocation would need to release memory; if not, the run is
+ * an empty_cache() call. (Both end in the same state: release_cached_blocks then alloc_block.)
+ *
+ * Note [Replay addresses]: where the simulator creates the same segment as the real run, it takes the real
+ * address, so best fit breaks ties between equal blocks as the real run did.
+ */
+import { CachingAllocator, OutOfMemoryError, type TraceEvent } from '../allocator/caching-allocator.ts';
+import type { Block } from '../allocator/block.ts';
+import { parseAllocatorConf, formatAllocatorConf } from '../allocator/config.ts';
+import type { DeviceMemory } from '../allocator/device-memory.ts';
+import { SimulatedDevice } from '../allocator/device-memory.ts';
+import type { MemorySnapshot, SnapshotTraceEvent } from './snapshot.ts';
+import { allocatorConfFromSettings } from './snapshot.ts';
+
+export interface ReplayOptions {
+  /** PYTORCH_CUDA_ALLOC_CONF; default: the snapshot's allocator_settings. */
+  allocConf?: string | undefined;
+  /** The cap set_per_process_memory_fraction imposed (snapshots do not record it). */
+  memoryLimitBytes?: number | undefined;
+  /** totalGlobalMem of the GPU (sizes expandable segments' address ranges); default 80 GiB. */
+  totalGlobalMemBytes?: number | undefined;
+}
+
+export interface SegmentEventMismatch {
+  /** Index in the replayed trace of the event where the difference shows. */
+  eventIndex: number;
+  real: string;
+  simulated: string;
+}
+
+export interface ReplayReport {
+  events: number;
+  allocConf: string;
+  memoryLimitBytes: number | null;
+  realPeakReservedBytes: number;
+  /** Peak of real allocated bytes, each block sized as the simulator sized it (exact while in sync). */
+  realPeakAllocatedBytes: number;
+  realPeakRequestedBytes: number;
+  simPeakAllocatedBytes: number;
+  simPeakReservedBytes: number;
+  simPeakRequestedBytes: number;
+  realSegmentEvents: number;
+  segmentEventMismatches: number;
+  firstMismatch: SegmentEventMismatch | null;
+  /** Events after which simulated reserved bytes differ from real ones. */
+  reservedMismatchEvents: number;
+  realOom: boolean;
+  simOom: boolean;
+  /** Where empty_cache() calls were found (event indices). */
+  emptyCacheCalls: number[];
+  memoryStats: Record<string, number>;
+  /** Allocated and reserved after each event, sampled for a timeline (at most ~2000 points). */
+  timeline: { event: number; allocatedBytes: number; reservedBytes: number; realReservedBytes: number }[];
+}
+
+const SEGMENT_ACTIONS = new Set(['segment_alloc', 'segment_free', 'segment_map', 'segment_unmap']);
+const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
+
+/** The device for a replay: real segment addresses where the simulator matches the real run. */
+class ReplayDevice implements DeviceMemory {
+  private readonly inner: SimulatedDevice;
+  /** Real segment_alloc events waiting for the simulator's matching cudaMalloc. */
+  pendingRealSegments: SnapshotTraceEvent[] = [];
+  capacityBytes: number;
+  private usedBytes = 0;
+
+  constructor() {
+    this.inner = new SimulatedDevice();
+    this.capacityBytes = Number.POSITIVE_INFINITY;
+  }
+
+  get freeBytes(): number {
+    return this.capacityBytes - this.usedBytes;
+  }
+
+  malloc(size: number): number | null {
+    if (this.usedBytes + size > this.capacityBytes) return null;
+    this.usedBytes += size;
+    const i = this.pendingRealSegments.findIndex((e) => e.action === 'segment_alloc' && e.size === size);
+    if (i >= 0) {
+      const [real] = this.pendingRealSegments.splice(i, 1);
+      return real!.addr;
+    }
+    return this.inner.malloc(size)!;
+  }
+
+  free(ptr: number, size: number): void {
+    this.usedBytes -= size;
+    if (ptr >= 0x7f00_0000_0000 && ptr < 0x7fff_0000_0000) this.inner.free(ptr, size);
+  }
+
+  reserveAddressSpace(size: number): number {
+    // The real segment's base shows in its first segment_map; take it when the sim maps at its start.
+    return this.inner.reserveAddressSpace(size);
+  }
+
+  createPage(size: number): boolean {
+    if (this.usedBytes + size > this.capacityBytes) return false;
+    this.usedBytes += size;
+    return true;
+  }
+
+  releasePage(size: number): void {
+    this.usedBytes -= size;
+  }
+}
+
+function describe(e: { action: string; size: number }): string {
+  return `${e.action} of ${e.size} bytes`;
+}
+
+/** Replays the snapshot's trace and compares it event by event with what the simulator does. */
+export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions = {}): ReplayReport {
+  const allocConf = options.allocConf ?? allocatorConfFromSettings(snapshot.allocatorSettings);
+  const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf');
+  const device = new ReplayDevice();
+  const simEvents: TraceEvent[] = [];
+  const allocator = new CachingAllocator({
+    config,
+    device,
+    totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
+    memoryLimitBytes: options.memoryLimitBytes,
+    onTrace: (e) => {
+      if (SEGMENT_ACTIONS.has(e.action) || e.action === 'oom') simEvents.push(e);
+    },
+  });
+  const trace = snapshot.trace;
+  const blocks = new Map<number, Block>(); // real address -> simulated block
+  const blockSizeByAddr = new Map<number, number>(); // real address -> simulated block size
+  let realReserved = 0;
+  let realAllocated = 0;
+  let realRequested = 0;
+  let realPeakReserved = 0;
+  let realPeakAllocated = 0;
+  let realPeakRequested = 0;
+  let realSegmentEvents = 0;
+  let mismatches = 0;
+  let reservedMismatchEvents = 0;
+  let firstMismatch: SegmentEventMismatch | null = null;
+  let realOom = false;
+  let simOom = false;
+  const emptyCacheCalls: number[] = [];
+  const realPending: SnapshotTraceEvent[] = [];
+  const timeline: ReplayReport['timeline'] = [];
+  const sampleEvery = Math.max(1, Math.ceil(trace.length / 2000));
+
+  const noteMismatch = (eventIndex: number, real: string, simulated: string) => {
+    mismatches++;
+    firstMismatch ??= { eventIndex, real, simulated };
+  };
+
+  /** Compares the real segment events of one group with the simulator's. */
+  const settle = (eventIndex: number) => {
+    const n = Math.max(realPending.length, simEvents.length);
+    for (let k = 0; k < n; k++) {
+      const r = realPending[k];
+      const s = simEvents[k];
+      if (!r || !s || r.action !== s.action || r.size !== s.size) {
+        noteMismatch(eventIndex, r ? describe(r) : 'nothing', s ? describe(s) : 'nothing');
+      }
+    }
+    realPending.length = 0;
+    simEvents.length = 0;
+    device.pendingRealSegments = [];
+  };
+
+  /** Next alloc or oom after index i: the allocation a run of segment frees may belong to. */
+  const nextAllocation = (i: number): SnapshotTraceEvent | undefined => {
+    for (let j = i + 1; j < trace.length; j++) {
+      const a = trace[j]!.action;
+      if (a === 'alloc' || a === 'oom') return trace[j];
+      if (a === 'free_requested' || a === 'free_completed') return undefined;
+    }
+    return undefined;
+  };
+
+  for (let i = 0; i < trace.length; i++) {
+    const e = trace[i]!;
+    switch (e.action) {
+      case 'segment_alloc':
+      case 'segment_map':
+        realSegmentEvents++;
+        realReserved += e.size;
+        if (realReserved > realPeakReserved) realPeakReserved = realReserved;
+        realPending.push(e);
+        device.pendingRealSegments.push(e);
+        break;
+      case 'segment_free':
+      case 'segment_unmap': {
+        realSegmentEvents++;
+        const startsGroup = realPending.length === 0;
+        realReserved -= e.size;
+        realPending.push(e);
+        if (startsGroup) {
+          // Note [empty_cache in a trace]
+          const next = nextAllocation(i);
+          if (next === undefined || !allocator.wouldNeedRelease(next.size, next.stream)) {
+            allocator.emptyCache();
+            emptyCacheCalls.push(i);
+          }
+        }
+        break;
+      }
+      case 'alloc': {
+        let block: Block;
+        try {
+          block = allocator.malloc(e.size, e.stream);
+        } catch (error) {
+          if (!(error instanceof OutOfMemoryError)) throw error;
+          simOom = true; // the real run went on; this allocation stays missing from the simulation
+          settle(i);
+          break;
+        }
+        settle(i);
+        blocks.set(e.addr, block);
+        blockSizeByAddr.set(e.addr, block.size);
+        realAllocated += block.size;
+        realRequested += e.size;
+        if (realAllocated > realPeakAllocated) realPeakAllocated = realAllocated;
+        if (realRequested > realPeakRequested) realPeakRequested = realRequested;
+        break;
+      }
+      case 'free_requested': {
+        settle(i);
+        const block = blocks.get(e.addr);
+        if (!block) break; // allocated before recording started
+        allocator.requestFree(block);
+        realAllocated -= blockSizeByAddr.get(e.addr)!;
+        realRequested -= e.size;
+        break;
+      }
+      case 'free_completed': {
+        settle(i);
+        const block = blocks.get(e.addr);
+        if (!block) break;
+        allocator.completeFree(block);
+        blocks.delete(e.addr);
+        blockSizeByAddr.delete(e.addr);
+        break;
+      }
+      case 'oom': {
+        realOom = true;
+        // The real device had e.deviceFree bytes left; the simulator's device gets the same.
+        if (options.memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
+        try {
+          const block = allocator.malloc(e.size, e.stream);
+          allocator.free(block); // the real program got an OOM here: nothing stays allocated
+        } catch (error) {
+          if (!(error instanceof OutOfMemoryError)) throw error;
+          simOom = true;
+        }
+        realPending.push(e);
+        settle(i);
+        break;
+      }
+    }
+    if (allocator.reservedBytes !== realReserved && realPending.length === 0) reservedMismatchEvents++;
+    if (i % sampleEvery === 0) {
+      timeline.push({ event: i, allocatedBytes: allocator.allocatedBytes, reservedBytes: allocator.reservedBytes, realReservedBytes: realReserved });
+    }
+  }
+  settle(trace.length);
+
+  const stats = allocator.stats;
+  return {
+    events: trace.length,
+    allocConf: formatAllocatorConf(config),
+    memoryLimitBytes: options.memoryLimitBytes ?? null,
+    realPeakReservedBytes: realPeakReserved,
+    realPeakAllocatedBytes: realPeakAllocated,
+    realPeakRequestedBytes: realPeakRequested,
+    simPeakAllocatedBytes: stats.allocated_bytes[0].peak,
+    simPeakReservedBytes: stats.reserved_bytes[0].peak,
+    simPeakRequestedBytes: stats.requested_bytes[0].peak,
+    realSegmentEvents,
+    segmentEventMismatches: mismatches,
+    firstMismatch,
+    reservedMismatchEvents,
+    realOom,
+    simOom,
+    emptyCacheCalls,
+    memoryStats: allocator.memoryStats(),
+    timeline,
+  };
+}
+
+export interface WhatIfResult {
+  allocConf: string;
+  peakReservedBytes: number;
+  peakAllocatedBytes: number;
+  /** Index of the event whose allocation would fail under the cap, or null. */
+  oomAtEvent: number | null;
+  numAllocRetries: number;
+}
+
+/**
+ * Replays the trace's allocations and frees (and its empty_cache() calls, found by replaySnapshot) under other
+ * allocator settings: what the same program would have reserved with, e.g., expandable_segments:True.
+ */
+export function replayWhatIf(
+  snapshot: MemorySnapshot,
+  emptyCacheCalls: readonly number[],
+  allocConf: string,
+  options: { memoryLimitBytes?: number | undefined; totalGlobalMemBytes?: number | undefined } = {},
+): WhatIfResult {
+  const config = parseAllocatorConf(allocConf, 'alloc conf');
+  const allocator = new CachingAllocator({
+    config,
+    device: new SimulatedDevice(),
+    totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
+    memoryLimitBytes: options.memoryLimitBytes,
+  });
+  const emptyCacheAt = new Set(emptyCacheCalls);
+  const blocks = new Map<number, Block>();
+  let oomAtEvent: number | null = null;
+  const trace = snapshot.trace;
+  for (let i = 0; i < trace.length && oomAtEvent === null; i++) {
+    const e = trace[i]!;
+    if (emptyCacheAt.has(i)) allocator.emptyCache();
+    if (e.action === 'alloc') {
+      try {
+        blocks.set(e.addr, allocator.malloc(e.size, e.stream));
+      } catch (error) {
+        if (!(error instanceof OutOfMemoryError)) throw error;
+        oomAtEvent = i;
+      }
+    } else if (e.action === 'free_requested') {
+      const block = blocks.get(e.addr);
+      if (block) allocator.requestFree(block);
+    } else if (e.action === 'free_completed') {
+      const block = blocks.get(e.addr);
+      if (block) {
+        allocator.completeFree(block);
+        blocks.delete(e.addr);
+      }
+    }
+  }
+  return {
+    allocConf: formatAllocatorConf(config),
+    peakReservedBytes: allocator.stats.reserved_bytes[0].peak,
+    peakAllocatedBytes: allocator.stats.allocated_bytes[0].peak,
+    oomAtEvent,
+    numAllocRetries: allocator.stats.num_alloc_retries,
+  };
+}

@@ -1,0 +1,9 @@
+/**
+ * The few globals the engine uses that every runtime it runs in has (browsers, Web Workers, Node >= 11) but
+ * that lib "ES2023" does not declare. Only the engine's own type-check sees this file (the root tsconfig gets
+ * them from @types/node), so a Node or DOM API used in engine/ still fails `npm run typecheck`.
+ */
+declare class TextDecoder {
+  constructor(label?: string, options?: { fatal?: boolean });
+  decode(input?: Uint8Array): string;
+}
