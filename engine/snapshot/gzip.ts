@@ -2,6 +2,7 @@
 // fflate is pure JavaScript, so this works in browsers, Web Workers and Node.
 
 import { gunzipSync } from 'fflate';
+import { InputError } from '../errors.ts';
 
 /** True when the bytes start with the gzip magic number 1f 8b. */
 export function isGzip(bytes: Uint8Array): boolean {
@@ -14,7 +15,7 @@ const MAX_RATIO = 1040;
 /**
  * Decompresses gzip input (one gzip member, as Python's gzip module and `gzip` write); returns any other input
  * unchanged (the same array, not a copy). The result is checked against the size and CRC-32 in the gzip trailer.
- * Throws an Error whose message starts with "not a valid gzip file: " when the input is corrupt or truncated.
+ * Throws an InputError whose message starts with "not a valid gzip file: " when the input is corrupt or truncated.
  */
 export function maybeGunzip(bytes: Uint8Array): Uint8Array {
   if (!isGzip(bytes)) return bytes;
@@ -41,8 +42,8 @@ export function maybeGunzip(bytes: Uint8Array): Uint8Array {
   return out;
 }
 
-function bad(why: string): Error {
-  return new Error(`not a valid gzip file: ${why}`);
+function bad(why: string): InputError {
+  return new InputError('', `not a valid gzip file: ${why}`);
 }
 
 function u32le(b: Uint8Array, p: number): number {

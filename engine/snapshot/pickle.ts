@@ -147,7 +147,7 @@ export function readPickle(bytes: Uint8Array): PickleValue {
   } catch (e) {
     const notPickle =
       bytes.length > 0 && bytes[0]! !== 0x80
-        ? ' (the input does not start with the pickle PROTO opcode 0x80, so it is probably not a pickle at all)'
+        ? ' (the input does not start with the PROTO opcode 0x80 that pickles of protocol 2 and later begin with: it is probably not a pickle)'
         : '';
     if (e instanceof PickleError) {
       if (notPickle === '') throw e;
@@ -168,7 +168,9 @@ function parse(bytes: Uint8Array): PickleValue {
   if (len === 0) throw new PickleError('empty input: a pickle has at least a STOP opcode', 0);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
+  // The stack is stack[0, sp). It never shrinks (shrinking and regrowing a JS array reallocates it).
   const stack: unknown[] = [];
+  let sp = 0;
   const marks: number[] = []; // saved `base` values, one per open MARK
   let base = 0; // stack index where the innermost open MARK was set (0 when none)
   const memo: unknown[] = [];
@@ -182,17 +184,18 @@ function parse(bytes: Uint8Array): PickleValue {
     throw new PickleError(msg, at);
   };
   const truncated = (need: number): never =>
-    fail(
-      `truncated pickle: ${opLabel(bytes[start]!)} needs ${need} more byte(s) but the input ends at byte ${len}`,
-    );
+    fail(`truncated pickle: ${opLabel(bytes[start]!)} needs ${need} more byte(s) but the input ends at byte ${len}`);
   const underflow = (need: number): never =>
-    fail(
-      `malformed pickle: ${opLabel(bytes[start]!)} needs ${need} value(s) on the stack but ${stack.length - base} are there`,
-    );
+    fail(`malformed pickle: ${opLabel(bytes[start]!)} needs ${need} value(s) on the stack but ${sp - base} are there`);
+  const push = (v: unknown): void => {
+    if (sp === stack.length) stack.push(v);
+    else stack[sp] = v;
+    sp++;
+  };
   const popMark = (): number => {
     if (marks.length === 0) fail(`malformed pickle: ${opLabel(bytes[start]!)} has no MARK before it`);
     const m = base;
-    base = marks.pop() as number;
+    base = marks.pop()!;
     return m;
   };
   const readU64 = (p: number): number => {
@@ -211,12 +214,17 @@ function parse(bytes: Uint8Array): PickleValue {
     return v;
   };
   const memoPut = (i: number): void => {
-    if (stack.length <= base) underflow(1);
-    if (memo[i] === undefined) memoSize++;
-    memo[i] = stack[stack.length - 1];
+    if (sp <= base) underflow(1);
+    if (i === memo.length) {
+      memo.push(stack[sp - 1]);
+      memoSize++;
+    } else {
+      if (memo[i] === undefined) memoSize++;
+      memo[i] = stack[sp - 1];
+    }
   };
   // Sets d[k] = v for the cases the fast path does not handle; returns the dict (a new Map if d was converted).
-  const setItemSlow = (d: object, k: unknown, v: unknown, dictIndex: number): object => {
+  const setItemSlow = (d: object, k: unknown, v: unknown): object => {
     if (d instanceof Map) {
       d.set(k, v);
       return d;
@@ -233,14 +241,14 @@ function parse(bytes: Uint8Array): PickleValue {
     m.set(k as PickleValue, v as PickleValue);
     if (replaced === null) replaced = new Map();
     replaced.set(d, m);
-    stack[dictIndex] = m;
-    for (let i = 0; i < stack.length; i++) if (stack[i] === d) stack[i] = m;
+    for (let i = 0; i < sp; i++) if (stack[i] === d) stack[i] = m;
     return m;
   };
+  // Sets the items stack[from, sp) on the dict at stack[dictIndex] and pops them.
   const setItems = (dictIndex: number, from: number): void => {
     let d = stack[dictIndex];
     if (!isDictLike(d)) fail(`malformed pickle: ${opLabel(bytes[start]!)} applied to something that is not a dict`);
-    const end = stack.length;
+    const end = sp;
     if ((end - from) & 1) fail(`malformed pickle: ${opLabel(bytes[start]!)} with an odd number of keys and values`);
     let plain = !(d instanceof Map);
     for (let i = from; i < end; i += 2) {
@@ -248,18 +256,24 @@ function parse(bytes: Uint8Array): PickleValue {
       if (plain && typeof k === 'string' && k !== '__proto__') {
         (d as { [key: string]: unknown })[k] = stack[i + 1];
       } else {
-        d = setItemSlow(d as object, k, stack[i + 1], dictIndex);
+        d = setItemSlow(d as object, k, stack[i + 1]);
         plain = !(d instanceof Map);
       }
     }
-    stack.length = from;
+    sp = from;
   };
+  // Appends stack[from, sp) to the list (or set) at stack[listIndex] and pops them.
   const appendItems = (listIndex: number, from: number): void => {
     const list = stack[listIndex];
     if (!Array.isArray(list)) fail(`malformed pickle: ${opLabel(bytes[start]!)} applied to something that is not a list or set`);
     const l = list as unknown[];
-    for (let i = from; i < stack.length; i++) l.push(stack[i]);
-    stack.length = from;
+    for (let i = from; i < sp; i++) l.push(stack[i]);
+    sp = from;
+  };
+  const pops = (from: number): unknown[] => {
+    const t = stack.slice(from, sp);
+    sp = from;
+    return t;
   };
 
   for (;;) {
@@ -269,6 +283,77 @@ function parse(bytes: Uint8Array): PickleValue {
     start = pos;
     const op = bytes[pos++]!;
     switch (op) {
+      // ---- the hot ones first: what a snapshot is made of ----
+      case 0x6a: // LONG_BINGET
+        if (len - pos < 4) truncated(4);
+        push(memoGet(dv.getUint32(pos, true)));
+        pos += 4;
+        break;
+      case 0x68: // BINGET
+        if (pos >= len) truncated(1);
+        push(memoGet(bytes[pos++]!));
+        break;
+      case 0x94: // MEMOIZE
+        memoPut(memoSize);
+        break;
+      case 0x28: // MARK
+        marks.push(base);
+        base = sp;
+        break;
+      case 0x7d: // EMPTY_DICT
+        push({});
+        break;
+      case 0x75: {
+        // SETITEMS
+        const m = popMark();
+        if (m - base < 1) underflow(1);
+        setItems(m - 1, m);
+        break;
+      }
+      case 0x8a: {
+        // LONG1
+        if (pos >= len) truncated(1);
+        const n = bytes[pos++]!;
+        if (len - pos < n) truncated(n);
+        push(decodeLong(bytes, pos, n));
+        pos += n;
+        break;
+      }
+      case 0x4b: // BININT1
+        if (pos >= len) truncated(1);
+        push(bytes[pos++]!);
+        break;
+      case 0x4d: // BININT2
+        if (len - pos < 2) truncated(2);
+        push(bytes[pos]! | (bytes[pos + 1]! << 8));
+        pos += 2;
+        break;
+      case 0x4a: // BININT
+        if (len - pos < 4) truncated(4);
+        push(dv.getInt32(pos, true));
+        pos += 4;
+        break;
+      case 0x5d: // EMPTY_LIST
+        push([]);
+        break;
+      case 0x8c: {
+        // SHORT_BINUNICODE
+        if (pos >= len) truncated(1);
+        const n = bytes[pos++]!;
+        if (len - pos < n) truncated(n);
+        push(decodeUtf8(bytes, pos, pos + n, start));
+        pos += n;
+        break;
+      }
+      case 0x65: // APPENDS
+      case 0x90: {
+        // ADDITEMS
+        const m = popMark();
+        if (m - base < 1) underflow(1);
+        appendItems(m - 1, m);
+        break;
+      }
+
       // ---- framing and protocol ----
       case 0x80: {
         // PROTO
@@ -283,41 +368,32 @@ function parse(bytes: Uint8Array): PickleValue {
         const n = readU64(pos);
         pos += 8;
         if (n > len - pos) {
-          fail(
-            `truncated pickle: FRAME announces ${n} bytes but only ${len - pos} remain (the file was cut short)`,
-          );
+          fail(`truncated pickle: FRAME announces ${n} bytes but only ${len - pos} remain (the file was cut short)`);
         }
         break;
       }
       case 0x2e: {
         // STOP
-        if (stack.length <= base) fail(`malformed pickle: STOP with nothing on the stack`);
-        let result = stack[stack.length - 1];
+        if (sp <= base) fail('malformed pickle: STOP with nothing on the stack');
+        let result = stack[sp - 1];
         if (replaced !== null) result = fixReplaced(result, replaced);
         return result as PickleValue;
       }
 
       // ---- stack manipulation ----
-      case 0x28: // MARK
-        marks.push(base);
-        base = stack.length;
-        break;
       case 0x30: // POP
-        if (stack.length > base) stack.pop();
-        else stack.length = popMark();
+        if (sp > base) sp--;
+        else sp = popMark();
         break;
       case 0x31: // POP_MARK
-        stack.length = popMark();
+        sp = popMark();
         break;
       case 0x32: // DUP
-        if (stack.length <= base) underflow(1);
-        stack.push(stack[stack.length - 1]);
+        if (sp <= base) underflow(1);
+        push(stack[sp - 1]);
         break;
 
       // ---- memo ----
-      case 0x94: // MEMOIZE
-        memoPut(memoSize);
-        break;
       case 0x71: // BINPUT
         if (pos >= len) truncated(1);
         memoPut(bytes[pos++]!);
@@ -327,49 +403,17 @@ function parse(bytes: Uint8Array): PickleValue {
         memoPut(dv.getUint32(pos, true));
         pos += 4;
         break;
-      case 0x68: // BINGET
-        if (pos >= len) truncated(1);
-        stack.push(memoGet(bytes[pos++]!));
-        break;
-      case 0x6a: // LONG_BINGET
-        if (len - pos < 4) truncated(4);
-        stack.push(memoGet(dv.getUint32(pos, true)));
-        pos += 4;
-        break;
 
       // ---- constants and numbers ----
       case 0x4e: // NONE
-        stack.push(null);
+        push(null);
         break;
       case 0x88: // NEWTRUE
-        stack.push(true);
+        push(true);
         break;
       case 0x89: // NEWFALSE
-        stack.push(false);
+        push(false);
         break;
-      case 0x4b: // BININT1
-        if (pos >= len) truncated(1);
-        stack.push(bytes[pos++]!);
-        break;
-      case 0x4d: // BININT2
-        if (len - pos < 2) truncated(2);
-        stack.push(bytes[pos]! | (bytes[pos + 1]! << 8));
-        pos += 2;
-        break;
-      case 0x4a: // BININT
-        if (len - pos < 4) truncated(4);
-        stack.push(dv.getInt32(pos, true));
-        pos += 4;
-        break;
-      case 0x8a: {
-        // LONG1
-        if (pos >= len) truncated(1);
-        const n = bytes[pos++]!;
-        if (len - pos < n) truncated(n);
-        stack.push(decodeLong(bytes, pos, n));
-        pos += n;
-        break;
-      }
       case 0x8b: {
         // LONG4
         if (len - pos < 4) truncated(4);
@@ -377,33 +421,24 @@ function parse(bytes: Uint8Array): PickleValue {
         pos += 4;
         if (n < 0) fail(`malformed pickle: LONG4 with negative length ${n}`);
         if (len - pos < n) truncated(n);
-        stack.push(decodeLong(bytes, pos, n));
+        push(decodeLong(bytes, pos, n));
         pos += n;
         break;
       }
       case 0x47: // BINFLOAT
         if (len - pos < 8) truncated(8);
-        stack.push(dv.getFloat64(pos, false));
+        push(dv.getFloat64(pos, false));
         pos += 8;
         break;
 
       // ---- strings and bytes ----
-      case 0x8c: {
-        // SHORT_BINUNICODE
-        if (pos >= len) truncated(1);
-        const n = bytes[pos++]!;
-        if (len - pos < n) truncated(n);
-        stack.push(decodeUtf8(bytes, pos, pos + n, start));
-        pos += n;
-        break;
-      }
       case 0x58: {
         // BINUNICODE
         if (len - pos < 4) truncated(4);
         const n = dv.getUint32(pos, true);
         pos += 4;
         if (len - pos < n) truncated(n);
-        stack.push(decodeUtf8(bytes, pos, pos + n, start));
+        push(decodeUtf8(bytes, pos, pos + n, start));
         pos += n;
         break;
       }
@@ -413,7 +448,7 @@ function parse(bytes: Uint8Array): PickleValue {
         const n = readU64(pos);
         pos += 8;
         if (len - pos < n) truncated(n);
-        stack.push(decodeUtf8(bytes, pos, pos + n, start));
+        push(decodeUtf8(bytes, pos, pos + n, start));
         pos += n;
         break;
       }
@@ -422,7 +457,7 @@ function parse(bytes: Uint8Array): PickleValue {
         if (pos >= len) truncated(1);
         const n = bytes[pos++]!;
         if (len - pos < n) truncated(n);
-        stack.push(bytes.slice(pos, pos + n));
+        push(bytes.slice(pos, pos + n));
         pos += n;
         break;
       }
@@ -432,7 +467,7 @@ function parse(bytes: Uint8Array): PickleValue {
         const n = dv.getUint32(pos, true);
         pos += 4;
         if (len - pos < n) truncated(n);
-        stack.push(bytes.slice(pos, pos + n));
+        push(bytes.slice(pos, pos + n));
         pos += n;
         break;
       }
@@ -443,106 +478,66 @@ function parse(bytes: Uint8Array): PickleValue {
         const n = readU64(pos);
         pos += 8;
         if (len - pos < n) truncated(n);
-        stack.push(bytes.slice(pos, pos + n));
+        push(bytes.slice(pos, pos + n));
         pos += n;
         break;
       }
 
       // ---- containers ----
-      case 0x7d: // EMPTY_DICT
-        stack.push({});
-        break;
-      case 0x5d: // EMPTY_LIST
-        stack.push([]);
-        break;
       case 0x29: // EMPTY_TUPLE
-        stack.push([]);
-        break;
       case 0x8f: // EMPTY_SET
-        stack.push([]);
+        push([]);
         break;
-      case 0x85: {
-        // TUPLE1
-        if (stack.length - base < 1) underflow(1);
-        const i = stack.length - 1;
-        stack[i] = [stack[i]];
+      case 0x85: // TUPLE1
+        if (sp - base < 1) underflow(1);
+        stack[sp - 1] = [stack[sp - 1]];
         break;
-      }
-      case 0x86: {
-        // TUPLE2
-        if (stack.length - base < 2) underflow(2);
-        const b = stack.pop();
-        const i = stack.length - 1;
-        stack[i] = [stack[i], b];
+      case 0x86: // TUPLE2
+        if (sp - base < 2) underflow(2);
+        sp--;
+        stack[sp - 1] = [stack[sp - 1], stack[sp]];
         break;
-      }
-      case 0x87: {
-        // TUPLE3
-        if (stack.length - base < 3) underflow(3);
-        const c = stack.pop();
-        const b = stack.pop();
-        const i = stack.length - 1;
-        stack[i] = [stack[i], b, c];
+      case 0x87: // TUPLE3
+        if (sp - base < 3) underflow(3);
+        sp -= 2;
+        stack[sp - 1] = [stack[sp - 1], stack[sp], stack[sp + 1]];
         break;
-      }
       case 0x74: // TUPLE
       case 0x91: // FROZENSET
-      case 0x6c: {
-        // LIST
-        const m = popMark();
-        const t = stack.slice(m);
-        stack.length = m;
-        stack.push(t);
+      case 0x6c: // LIST
+        push(pops(popMark()));
         break;
-      }
       case 0x64: {
         // DICT
-        const m = popMark();
-        stack.splice(m, 0, {});
-        setItems(m, m + 1);
+        const items = pops(popMark());
+        push({});
+        for (const item of items) push(item);
+        setItems(sp - 1 - items.length, sp - items.length);
         break;
       }
       case 0x73: // SETITEM
-        if (stack.length - base < 3) underflow(3);
-        setItems(stack.length - 3, stack.length - 2);
+        if (sp - base < 3) underflow(3);
+        setItems(sp - 3, sp - 2);
         break;
-      case 0x75: {
-        // SETITEMS
-        const m = popMark();
-        if (m - base < 1) underflow(1);
-        setItems(m - 1, m);
-        break;
-      }
       case 0x61: // APPEND
-        if (stack.length - base < 2) underflow(2);
-        appendItems(stack.length - 2, stack.length - 1);
+        if (sp - base < 2) underflow(2);
+        appendItems(sp - 2, sp - 1);
         break;
-      case 0x65: // APPENDS
-      case 0x90: {
-        // ADDITEMS
-        const m = popMark();
-        if (m - base < 1) underflow(1);
-        appendItems(m - 1, m);
-        break;
-      }
 
       // ---- everything else is refused ----
       case 0x63: // GLOBAL
       case 0x69: {
         // INST
         const name = readGlobalName(bytes, pos);
-        fail(
-          `pickle opcode ${opLabel(op)} would import the Python object ${name}: ${PLAIN_ONLY}`,
-        );
+        fail(`pickle opcode ${opLabel(op)} would import the Python object ${name}: ${PLAIN_ONLY}`);
         break;
       }
       case 0x93: {
         // STACK_GLOBAL
-        const n = stack.length;
+        const a = stack[sp - 2];
+        const b = stack[sp - 1];
         const name =
-          n >= 2 && typeof stack[n - 2] === 'string' && typeof stack[n - 1] === 'string'
-            ? `"${String(stack[n - 2])}.${String(stack[n - 1])}"`
-            : 'named on the stack';
+          sp - base >= 2 && typeof a === 'string' && typeof b === 'string' ? `"${a}.${b}"` : 'named on the stack';
         fail(`pickle opcode ${opLabel(op)} would import the Python object ${name}: ${PLAIN_ONLY}`);
         break;
       }
@@ -586,30 +581,27 @@ const TWO_32 = 4294967296;
 
 /** A little-endian two's-complement integer of n bytes (LONG1/LONG4): number if safe, else bigint. */
 function decodeLong(b: Uint8Array, p: number, n: number): number | bigint {
-  if (n === 0) return 0;
-  if (n <= 6) {
-    let v = 0;
-    let mul = 1;
-    for (let i = 0; i < n; i++) {
-      v += b[p + i]! * mul;
-      mul *= 256;
-    }
-    if (b[p + n - 1]! & 0x80) v -= mul;
-    return v;
-  }
   if (n <= 8) {
-    const lo = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
-    let hi = 0;
-    let mul = 1;
-    for (let i = 4; i < n; i++) {
-      hi += b[p + i]! * mul;
-      mul *= 256;
+    if (n === 0) return 0;
+    const top = b[p + n - 1]!;
+    if (n <= 4) {
+      let v = b[p]!;
+      if (n > 1) v |= b[p + 1]! << 8;
+      if (n > 2) v |= b[p + 2]! << 16;
+      if (n > 3) return v | (b[p + 3]! << 24); // 4 bytes of two's complement: the int32 itself
+      return top & 0x80 ? v - (1 << (8 * n)) : v;
     }
-    if (b[p + n - 1]! & 0x80) hi -= mul;
+    // The low 4 bytes unsigned, the 1 to 4 bytes above them as a signed high part.
+    const lo = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
+    let hi = b[p + 4]!;
+    if (n > 5) hi |= b[p + 5]! << 8;
+    if (n > 6) hi |= b[p + 6]! << 16;
+    if (n > 7) hi |= b[p + 7]! << 24;
+    else if (top & 0x80) hi -= 1 << (8 * (n - 4));
     // hi * 2^32 is exact; the sum is exact whenever the true value is a safe integer, and when it is not,
-    // the rounded sum is not safe either.
+    // the rounded sum is not a safe integer either.
     const v = hi * TWO_32 + lo;
-    if (Number.isSafeInteger(v)) return v;
+    if (v <= Number.MAX_SAFE_INTEGER && v >= Number.MIN_SAFE_INTEGER) return v;
   }
   let hex = '';
   for (let i = n - 1; i >= 0; i--) {

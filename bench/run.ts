@@ -1,0 +1,55 @@
+/**
+ * `npm run bench`: speed figures, printed. Targets (issue #3): replay at least 2 million trace events a second
+ * on a 2-core machine. Run on the recorded H100 traces in test/fixtures/traces.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { Bench } from 'tinybench';
+import { maybeGunzip } from '../engine/snapshot/gzip.ts';
+import { readPickle } from '../engine/snapshot/pickle.ts';
+import { parseSnapshot, type MemorySnapshot } from '../engine/snapshot/snapshot.ts';
+import { replaySnapshot } from '../engine/snapshot/replay.ts';
+
+const dir = new URL('../test/fixtures/traces/', import.meta.url);
+const files = readdirSync(dir).filter((f) => f.endsWith('.pickle.gz')).sort();
+if (files.length === 0) throw new Error('no traces in test/fixtures/traces');
+
+interface Loaded {
+  name: string;
+  raw: Uint8Array;
+  snapshot: MemorySnapshot;
+  meta: { alloc_conf: string | null; memory_limit_bytes: number | null; total_memory: number };
+}
+const traces: Loaded[] = files.map((f) => {
+  const name = f.replace(/\.pickle\.gz$/, '');
+  const raw = maybeGunzip(readFileSync(new URL(f, dir)));
+  return {
+    name,
+    raw,
+    snapshot: parseSnapshot(readPickle(raw)),
+    meta: JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')),
+  };
+});
+const totalEvents = traces.reduce((n, t) => n + t.snapshot.trace.length, 0);
+const totalBytes = traces.reduce((n, t) => n + t.raw.length, 0);
+
+const bench = new Bench({ time: 2000, warmupTime: 300 });
+bench.add(`replay all ${traces.length} traces (${totalEvents} events)`, () => {
+  for (const t of traces) {
+    replaySnapshot(t.snapshot, {
+      allocConf: t.meta.alloc_conf ?? '',
+      memoryLimitBytes: t.meta.memory_limit_bytes ?? undefined,
+      totalGlobalMemBytes: t.meta.total_memory,
+    });
+  }
+});
+bench.add(`parse all snapshot pickles (${(totalBytes / 1e6).toFixed(1)} MB)`, () => {
+  for (const t of traces) parseSnapshot(readPickle(t.raw));
+});
+await bench.run();
+
+const [replay, parse] = bench.tasks.map((t) => t.result);
+const meanMs = (r: typeof replay) => (r && 'latency' in r ? r.latency.mean : NaN);
+const replayMs = meanMs(replay);
+const parseMs = meanMs(parse);
+console.log(`replay: ${replayMs.toFixed(1)} ms per pass -> ${((totalEvents / replayMs) * 1000 / 1e6).toFixed(2)} million trace events/s (target >= 2)`);
+console.log(`snapshot parsing: ${parseMs.toFixed(1)} ms per pass -> ${((totalBytes / parseMs) * 1000 / 1e6).toFixed(1)} MB/s, ${((totalEvents / parseMs) * 1000 / 1e6).toFixed(2)} million events/s`);

@@ -1,0 +1,95 @@
+/**
+ * The plan file (`memplan.plan`, version 1): one definition, from which the TypeScript types come.
+ * docs/plan-format.md explains every field. Unknown keys are rejected, so a typo is reported, not ignored.
+ */
+import { z } from 'zod';
+
+const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
+const nonNegativeInt = z.number().int('must be a whole number').nonnegative('must be zero or more');
+
+type LayerSpec =
+  | { type: 'linear'; in_features: number; out_features: number; bias?: boolean | undefined }
+  | { type: 'conv2d'; in_channels: number; out_channels: number; kernel_size: number; stride?: number | undefined; padding?: number | undefined; bias?: boolean | undefined }
+  | { type: 'batch_norm2d'; num_features: number }
+  | { type: 'layer_norm'; normalized_shape: number }
+  | { type: 'rms_norm'; normalized_shape: number }
+  | { type: 'relu' | 'gelu' | 'silu' | 'tanh' | 'sigmoid' | 'flatten' }
+  | { type: 'dropout'; p: number }
+  | { type: 'max_pool2d'; kernel_size: number; stride?: number | undefined }
+  | { type: 'adaptive_avg_pool2d'; output_size: number }
+  | { type: 'embedding'; num_embeddings: number; embedding_dim: number }
+  | { type: 'self_attention'; embed_dim: number; num_heads: number }
+  | { type: 'residual'; layers: LayerSpec[] }
+  | { type: 'repeat'; count: number; layers: LayerSpec[] };
+
+export const layerSchema: z.ZodType<LayerSpec> = z.lazy(() =>
+  z.discriminatedUnion('type', [
+    z.strictObject({ type: z.literal('linear'), in_features: positiveInt, out_features: positiveInt, bias: z.boolean().optional() }),
+    z.strictObject({
+      type: z.literal('conv2d'),
+      in_channels: positiveInt,
+      out_channels: positiveInt,
+      kernel_size: positiveInt,
+      stride: positiveInt.optional(),
+      padding: nonNegativeInt.optional(),
+      bias: z.boolean().optional(),
+    }),
+    z.strictObject({ type: z.literal('batch_norm2d'), num_features: positiveInt }),
+    z.strictObject({ type: z.literal('layer_norm'), normalized_shape: positiveInt }),
+    z.strictObject({ type: z.literal('rms_norm'), normalized_shape: positiveInt }),
+    z.strictObject({ type: z.enum(['relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'flatten']) }),
+    z.strictObject({ type: z.literal('dropout'), p: z.number().min(0).max(1) }),
+    z.strictObject({ type: z.literal('max_pool2d'), kernel_size: positiveInt, stride: positiveInt.optional() }),
+    z.strictObject({ type: z.literal('adaptive_avg_pool2d'), output_size: positiveInt }),
+    z.strictObject({ type: z.literal('embedding'), num_embeddings: positiveInt, embedding_dim: positiveInt }),
+    z.strictObject({ type: z.literal('self_attention'), embed_dim: positiveInt, num_heads: positiveInt }),
+    z.strictObject({ type: z.literal('residual'), layers: z.array(layerSchema).min(1) }),
+    z.strictObject({ type: z.literal('repeat'), count: positiveInt, layers: z.array(layerSchema).min(1) }),
+  ]),
+);
+
+export const TORCHVISION_MODELS = ['resnet18', 'resnet34', 'resnet50', 'resnet101', 'resnet152', 'vit_b_16', 'vit_l_16'] as const;
+
+export const modelSchema = z.union([
+  z.strictObject({ hf_config: z.record(z.string(), z.unknown()) }),
+  z.strictObject({ torchvision: z.enum(TORCHVISION_MODELS), num_classes: positiveInt.default(1000) }),
+  z.strictObject({ layers: z.array(layerSchema).min(1), input_features: positiveInt }),
+  z.strictObject({ layers: z.array(layerSchema).min(1), input_shape: z.array(positiveInt).min(1).max(3) }),
+]);
+
+export const trainingSchema = z.strictObject({
+  batch_size: positiveInt,
+  seq_len: positiveInt.default(512),
+  image_size: positiveInt.default(224),
+  precision: z.enum(['fp32', 'amp_fp16', 'amp_bf16', 'bf16', 'fp16']).default('fp32'),
+  optimizer: z.enum(['sgd', 'sgd_momentum', 'adam', 'adamw']).default('adamw'),
+  optimizer_impl: z.enum(['foreach', 'fused', 'for_loop']).default('foreach'),
+  grad_accumulation_steps: positiveInt.default(1),
+  activation_checkpointing: z
+    .union([z.boolean(), z.enum(['non_reentrant', 'reentrant'])])
+    .default(false)
+    .transform((v) => (v === true ? 'non_reentrant' : v)),
+  attention: z.enum(['sdpa', 'eager']).default('sdpa'),
+  steps: positiveInt.max(20).default(3),
+});
+
+export const gpuSchema = z.union([
+  z.strictObject({ name: z.string().min(1) }),
+  z.strictObject({ memory_limit_bytes: positiveInt }),
+]);
+
+export const planSchema = z.strictObject({
+  format: z.literal('memplan.plan'),
+  version: z.literal(1),
+  name: z.string().default(''),
+  model: modelSchema,
+  training: trainingSchema,
+  allocator: z.strictObject({ conf: z.string().default('') }).default({ conf: '' }),
+  gpu: gpuSchema.optional(),
+});
+
+export type Plan = z.output<typeof planSchema>;
+export type PlanInput = z.input<typeof planSchema>;
+export type ModelSpec = Plan['model'];
+export type TrainingSpec = Plan['training'];
+export type { LayerSpec };

@@ -1,0 +1,121 @@
+/** The memplan command as a user runs it: exit codes, messages, JSON. */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { gzipSync } from 'fflate';
+
+const root = new URL('../../', import.meta.url).pathname;
+
+function memplan(...args: string[]) {
+  const r = spawnSync(process.execPath, [join(root, 'cli/memplan.ts'), ...args], { encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'memplan-cli-'));
+
+describe('memplan', () => {
+  it('prints help and the version', () => {
+    const help = memplan('--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('replay');
+    expect(memplan('--version').stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(memplan('replay', '--help').stdout).toContain('--memory-limit-bytes');
+  });
+
+  it('exits 2 with one line for an unknown command or option', () => {
+    for (const args of [['frobnicate'], ['replay', '--bogus', 'x']]) {
+      const r = memplan(...args);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).not.toMatch(/\bat .*\.ts:\d+/); // no stack trace
+    }
+  });
+
+  it('exits 2 naming the file when it is missing, not a pickle, or truncated', () => {
+    const missing = memplan('replay', join(scratch, 'nope.pickle'));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such file');
+
+    const text = join(scratch, 'notes.txt');
+    writeFileSync(text, 'hello, this is not a snapshot');
+    const notPickle = memplan('replay', text);
+    expect(notPickle.code).toBe(2);
+    expect(notPickle.stderr).toMatch(/snapshot: .*byte 0/);
+
+    const truncated = join(scratch, 'truncated.pickle');
+    writeFileSync(truncated, new Uint8Array([0x80, 0x04, 0x95, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x7d]));
+    const t = memplan('replay', truncated);
+    expect(t.code).toBe(2);
+    expect(t.stderr).toMatch(/snapshot: byte \d+/);
+
+    const badGzip = join(scratch, 'bad.pickle.gz');
+    writeFileSync(badGzip, gzipSync(new Uint8Array([1, 2, 3])).slice(0, 12));
+    const g = memplan('replay', badGzip);
+    expect(g.code).toBe(2);
+    expect(g.stderr).toContain('gzip');
+  });
+
+  it('exits 2 for a JSON file that is not a snapshot, and for a bad --memory-limit-bytes', () => {
+    const json = join(scratch, 'other.json');
+    writeFileSync(json, JSON.stringify({ hello: 1 }));
+    const r = memplan('replay', json);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('snapshot.device_traces');
+    const cap = memplan('replay', json, '--memory-limit-bytes', '12GB');
+    expect(cap.code).toBe(2);
+    expect(cap.stderr).toContain('--memory-limit-bytes');
+  });
+
+  it('replays a snapshot given as JSON and prints one JSON object', () => {
+    const MiB = 1_048_576;
+    const addr = 0x7f0000000000;
+    const snapshot = {
+      segments: [],
+      allocator_settings: {},
+      external_annotations: [],
+      device_traces: [
+        [
+          { action: 'segment_alloc', addr, size: 20 * MiB, stream: 0 },
+          { action: 'alloc', addr, size: 4 * MiB, stream: 0 },
+          { action: 'alloc', addr: addr + 4 * MiB, size: 3 * MiB, stream: 0 },
+          { action: 'free_requested', addr, size: 4 * MiB, stream: 0 },
+          { action: 'free_completed', addr, size: 4 * MiB, stream: 0 },
+        ],
+      ],
+    };
+    const file = join(scratch, 'tiny.json');
+    writeFileSync(file, JSON.stringify(snapshot));
+    const r = memplan('replay', file, '--json');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.events).toBe(5);
+    expect(out.segment_event_mismatches).toBe(0);
+    expect(out.first_mismatch).toBeNull();
+    expect(out.real_peak_reserved).toBe(20 * MiB);
+    expect(out.sim_peak_reserved).toBe(20 * MiB);
+    expect(out.sim_peak_allocated).toBe(7 * MiB);
+    expect(out.real_oom).toBe(false);
+    expect(out.sim_oom).toBe(false);
+  });
+
+  it('reports the first segment event that differs', () => {
+    const MiB = 1_048_576;
+    const file = join(scratch, 'differs.json');
+    // A 4 MiB request takes a 20 MiB segment in PyTorch; this trace claims 4 MiB.
+    writeFileSync(file, JSON.stringify({ device_traces: [[
+      { action: 'segment_alloc', addr: 0x7f0000000000, size: 4 * MiB, stream: 0 },
+      { action: 'alloc', addr: 0x7f0000000000, size: 4 * MiB, stream: 0 },
+    ]] }));
+    const out = JSON.parse(memplan('replay', file, '--json').stdout);
+    expect(out.segment_event_mismatches).toBe(1);
+    expect(out.first_mismatch).toEqual({ event_index: 1, real: `segment_alloc of ${4 * MiB} bytes`, simulated: `segment_alloc of ${20 * MiB} bytes` });
+  });
+
+  it('is built into dist/ by npm ci (the bin users run)', () => {
+    expect(existsSync(join(root, 'dist/cli/memplan.js'))).toBe(true);
+    const r = spawnSync(process.execPath, [join(root, 'dist/cli/memplan.js'), '--version'], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+  });
+});
