@@ -45,6 +45,8 @@ export interface TraceEvent {
   stream: number;
 }
 
+export type TraceListener = (action: TraceAction, addr: number, size: number, stream: number) => void;
+
 export interface CachingAllocatorOptions {
   config: AllocatorConfig;
   device: DeviceMemory;
@@ -54,8 +56,8 @@ export interface CachingAllocatorOptions {
   memoryLimitBytes?: number | undefined;
   /** Memory the process holds outside the allocator (CUDA context), for the OOM message; unknown if omitted. */
   nonPyTorchBytes?: number | undefined;
-  /** Called for every trace entry, in PyTorch's order. */
-  onTrace?: ((event: TraceEvent) => void) | undefined;
+  /** Called for every trace entry, in PyTorch's order (arguments, not an object: this is the hot path). */
+  onTrace?: TraceListener | undefined;
 }
 
 /** `torch.OutOfMemoryError` (`torch.cuda.OutOfMemoryError`), with PyTorch's message. */
@@ -97,7 +99,7 @@ export class CachingAllocator {
   private readonly allowedMemoryMaximum: number | undefined;
   private readonly totalGlobalMemBytes: number;
   private readonly nonPyTorchBytes: number | undefined;
-  private readonly onTrace: ((event: TraceEvent) => void) | undefined;
+  private readonly onTrace: TraceListener | undefined;
 
   constructor(options: CachingAllocatorOptions) {
     this.config = options.config;
@@ -110,7 +112,7 @@ export class CachingAllocator {
   }
 
   private trace(action: TraceAction, addr: number, size: number, stream: number): void {
-    this.onTrace?.({ action, addr, size, stream });
+    if (this.onTrace) this.onTrace(action, addr, size, stream);
   }
 
   private get gcEnabled(): boolean {
@@ -187,14 +189,18 @@ export class CachingAllocator {
     return block;
   }
 
-  /** Would malloc(size) have to release cached memory (or fail)? Asks without changing anything. */
-  wouldNeedRelease(origSize: number, stream = 0): boolean {
+  /**
+   * Would malloc(size) release cached memory (garbage collection, release-and-retry) or fail? Asks without
+   * changing anything. The replay uses it to tell an allocation's releases from an empty_cache() call.
+   */
+  wouldReleaseCachedMemory(origSize: number, stream = 0): boolean {
     const size = this.roundSize(origSize);
     const pool = this.getPool(size);
     if (this.findFreeBlockIndex(pool, stream, size) >= 0) return false;
+    if (this.gcEnabled && this.totalAllocatedMemory > Math.floor(this.config.garbageCollectionThreshold * this.allowedMemoryMaximum!)) return true;
     const allocSize = this.getAllocationSize(size);
     if (this.allowedMemoryMaximum !== undefined && this.totalAllocatedMemory + allocSize > this.allowedMemoryMaximum) return true;
-    if (this.config.expandableSegments) return false; // mapping pages is checked page by page; not predicted here
+    if (this.config.expandableSegments) return false; // pages are mapped one by one; the device's room is not predicted here
     return allocSize > this.device.freeBytes;
   }
 

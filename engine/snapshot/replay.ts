@@ -10,7 +10,8 @@
  * `segment_free`/`segment_unmap` that no allocation asked for. The release-and-retry path of an allocation that
  * hit the memory cap shows the same way just before that allocation's `segment_alloc`. The replay tells them
  * apart by asking the simulator whether the next allocation would need to release memory; if not, the run is
- * an empty_cache() call. (Both end in the same state: release_cached_blocks then alloc_block.)
+ * an empty_cache() call. (Both end in the same state: release_cached_blocks then alloc_block.) Garbage
+ * collection (garbage_collection_threshold under a cap) frees segments at the start of an allocation too.
  *
  * Note [Replay addresses]: where the simulator creates the same segment as the real run, it takes the real
  * address, so best fit breaks ties between equal blocks as the real run did.
@@ -64,7 +65,6 @@ export interface ReplayReport {
   timeline: { event: number; allocatedBytes: number; reservedBytes: number; realReservedBytes: number }[];
 }
 
-const SEGMENT_ACTIONS = new Set(['segment_alloc', 'segment_free', 'segment_map', 'segment_unmap']);
 const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
 
 /** The device for a replay: real segment addresses where the simulator matches the real run. */
@@ -131,13 +131,12 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
     device,
     totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
     memoryLimitBytes: options.memoryLimitBytes,
-    onTrace: (e) => {
-      if (SEGMENT_ACTIONS.has(e.action) || e.action === 'oom') simEvents.push(e);
+    onTrace: (action, addr, size, stream) => {
+      if (action !== 'alloc' && action !== 'free_requested' && action !== 'free_completed') simEvents.push({ action, addr, size, stream });
     },
   });
   const trace = snapshot.trace;
   const blocks = new Map<number, Block>(); // real address -> simulated block
-  const blockSizeByAddr = new Map<number, number>(); // real address -> simulated block size
   let realReserved = 0;
   let realAllocated = 0;
   let realRequested = 0;
@@ -162,6 +161,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
 
   /** Compares the real segment events of one group with the simulator's. */
   const settle = (eventIndex: number) => {
+    if (realPending.length === 0 && simEvents.length === 0) return;
     const n = Math.max(realPending.length, simEvents.length);
     for (let k = 0; k < n; k++) {
       const r = realPending[k];
@@ -205,7 +205,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         if (startsGroup) {
           // Note [empty_cache in a trace]
           const next = nextAllocation(i);
-          if (next === undefined || !allocator.wouldNeedRelease(next.size, next.stream)) {
+          if (next === undefined || !allocator.wouldReleaseCachedMemory(next.size, next.stream)) {
             allocator.emptyCache();
             emptyCacheCalls.push(i);
           }
@@ -224,7 +224,6 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         }
         settle(i);
         blocks.set(e.addr, block);
-        blockSizeByAddr.set(e.addr, block.size);
         realAllocated += block.size;
         realRequested += e.size;
         if (realAllocated > realPeakAllocated) realPeakAllocated = realAllocated;
@@ -235,8 +234,8 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         settle(i);
         const block = blocks.get(e.addr);
         if (!block) break; // allocated before recording started
+        realAllocated -= block.size; // still allocated: its size is the one it was handed out with
         allocator.requestFree(block);
-        realAllocated -= blockSizeByAddr.get(e.addr)!;
         realRequested -= e.size;
         break;
       }
@@ -244,9 +243,9 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         settle(i);
         const block = blocks.get(e.addr);
         if (!block) break;
+        if (block.allocated) allocator.requestFree(block); // a trace that left out free_requested
         allocator.completeFree(block);
         blocks.delete(e.addr);
-        blockSizeByAddr.delete(e.addr);
         break;
       }
       case 'oom': {

@@ -108,10 +108,12 @@ export function parseSnapshot(value: unknown): MemorySnapshot {
 }
 
 /**
- * The PYTORCH_CUDA_ALLOC_CONF the snapshot was recorded under, rebuilt from `allocator_settings`
- * (`torch/csrc/cuda/memory_snapshot.cpp` writes the parsed values, not the string).
+ * The PYTORCH_CUDA_ALLOC_CONF the snapshot was recorded under. PyTorch 2.11 records the string itself
+ * (`allocator_settings.PYTORCH_CUDA_ALLOC_CONF`) next to the parsed values; older snapshots only the values.
  */
 export function allocatorConfFromSettings(settings: Record<string, unknown>): string {
+  const recorded = settings['PYTORCH_CUDA_ALLOC_CONF'];
+  if (typeof recorded === 'string') return recorded;
   const parts: string[] = [];
   if (settings['expandable_segments'] === true) parts.push('expandable_segments:True');
   const maxSplit = settings['max_split_size'];
@@ -119,10 +121,9 @@ export function allocatorConfFromSettings(settings: Record<string, unknown>): st
   const gc = settings['garbage_collection_threshold'];
   if (typeof gc === 'number' && gc > 0) parts.push(`garbage_collection_threshold:${gc}`);
   const divisions = settings['roundup_power2_divisions'];
-  if (isRecord(divisions)) {
-    // {"1": d0, "2": d1, ..., ">": dn} keyed by interval start in MB
-    const entries = Object.entries(divisions).filter(([, v]) => typeof v === 'number' && v !== 0);
-    if (entries.length > 0) parts.push(`roundup_power2_divisions:[${entries.map(([k, v]) => `${k}:${String(v)}`).join(',')}]`);
+  // {"1": d0, "2": d1, ..., "32768": d15}: one entry per interval, keyed by its start in MB
+  if (isRecord(divisions) && Object.values(divisions).some((v) => typeof v === 'number' && v !== 0)) {
+    parts.push(`roundup_power2_divisions:[${Object.entries(divisions).map(([k, v]) => `${k}:${String(v)}`).join(',')}]`);
   }
   return parts.join(',');
 }

@@ -514,12 +514,13 @@ def _dtype_keyword(transformers_version: str) -> str:
 
 def _hf_workload(config_dict: dict, training: dict) -> Workload:
     import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type = config_dict["model_type"]
-    if model_type not in transformers.CONFIG_MAPPING:
+    if model_type not in CONFIG_MAPPING:
         raise PlanError("model.hf_config.model_type", f"transformers {transformers.__version__} has no {model_type!r}")
     # What AutoConfig.from_pretrained does with the contents of a config.json.
-    config = transformers.CONFIG_MAPPING[model_type].from_dict(dict(config_dict))
+    config = CONFIG_MAPPING[model_type].from_dict(dict(config_dict))
     max_positions = getattr(config, "max_position_embeddings", None)
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")
@@ -1045,10 +1046,14 @@ def _release_gpu(workload: Workload, initial_state: dict) -> int:
     return torch.cuda.memory_reserved()
 
 
+# Errors of CUDA libraries that ran out of memory on their own rather than through the caching allocator.
+LIBRARY_OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+
+
 def _attempt(workload: Workload, training: dict) -> tuple[bool, str | None, str | None]:
     """Runs the trial's training; returns (fits, OOM message, kind of failure).
 
-    Any CUDA OOM counts as not fitting: the allocator's OutOfMemoryError, or a library's own "out of memory".
+    Any OOM counts as not fitting: the allocator's OutOfMemoryError, or a CUDA library's own allocation failure.
     The exception is dropped on return, so the tensors its traceback held are freed before the cleanup.
     """
     try:
@@ -1057,7 +1062,7 @@ def _attempt(workload: Workload, training: dict) -> tuple[bool, str | None, str 
     except OutOfMemoryError as error:
         return False, str(error), "OutOfMemoryError"
     except RuntimeError as error:
-        if "out of memory" not in str(error).lower():
+        if not any(marker.lower() in str(error).lower() for marker in LIBRARY_OOM_MARKERS):
             raise
         return False, str(error), "RuntimeError"
 
@@ -1493,6 +1498,13 @@ class Runner:
             "cases": [],
             "skipped": [],
         }
+        index_path = out_dir / "index.json"
+        if resume and index_path.exists():  # go on with the earlier run's index
+            earlier = json.loads(index_path.read_text())
+            self.index["cases"] = earlier.get("cases", [])
+            runs = earlier.get("earlier_runs", [])
+            keys = ("started_at", "finished_at", "time_budget_s", "elapsed_s", "skipped")
+            self.index["earlier_runs"] = runs + [{key: earlier.get(key) for key in keys}]
 
     # -- bookkeeping --------------------------------------------------------------------------------------------
 
@@ -1507,7 +1519,10 @@ class Runner:
         return False
 
     def skip(self, kind: str, name: str, reason: str) -> None:
-        self.index["skipped"].append({"kind": kind, "name": name, "reason": reason})
+        entry = {"kind": kind, "name": name, "reason": reason}
+        if entry in self.index["skipped"]:
+            return
+        self.index["skipped"].append(entry)
         print(f"[{self._clock()}] skipped {kind} {name}: {reason}", flush=True)
         self.save_index()
 
@@ -1580,7 +1595,7 @@ class Runner:
             "meta": meta or {},
         }
         outcome = run_child(job, plan_alloc_conf(plan), self.logs / f"{name}.log", self._timeout(240))
-        files = [result_path.name] + ([f"{name}.pickle"] if record else [])
+        files = [path.name for path in (result_path, result_path.with_suffix(".pickle")) if path.exists()]
         self._report(kind, name, outcome, files, _train_summary(outcome.result))
         self.finished[result_path] = outcome
         return outcome
@@ -1589,8 +1604,9 @@ class Runner:
         text = ", ".join(f"{key} {_gib(value) if key.endswith('bytes') else value}" for key, value in summary.items())
         print(f"[{self._clock()}] {kind} {name}: {outcome.status} ({outcome.seconds:.1f} s) {text}", flush=True)
         if outcome.status not in ("ok", "oom"):
-            error = (outcome.result or {}).get("error") or {}
-            print(f"    {error.get('type', '')} {error.get('message', '')}".rstrip(), flush=True)
+            error = (outcome.result or {}).get("error")
+            if error:
+                print(f"    {error['type']}: {error['message']}", flush=True)
             print("    log tail:\n" + "\n".join("      " + line for line in log_tail(outcome.log).splitlines()), flush=True)
         self.add_case(kind, name, outcome.status, outcome.seconds, files, summary)
 
@@ -1621,9 +1637,9 @@ class Runner:
         else:
             self._near_cap_retry(name, scenario, allocated, reserved, meta)
 
-    def _capped(self, name: str, scenario: TraceScenario, cap: int, meta: dict) -> Outcome | None:
+    def _capped(self, name: str, scenario: TraceScenario, cap: int, meta: dict, reuse=True) -> Outcome | None:
         plan = {**scenario.plan, "gpu": {"memory_limit_bytes": cap}}
-        return self.train("trace", name, plan, self.out_dir / "traces", scenario, meta=meta, reuse=False)
+        return self.train("trace", name, plan, self.out_dir / "traces", scenario, meta=meta, reuse=reuse)
 
     def _near_cap_retry(self, name: str, scenario: TraceScenario, allocated: int, reserved: int, meta: dict) -> None:
         """Caps between peak allocated and peak reserved until a run retries (num_alloc_retries > 0) without OOM.
@@ -1642,7 +1658,7 @@ class Runner:
         for _ in range(RETRY_CAP_ATTEMPTS):
             t = (low + high) / 2
             cap = _round_to(allocated + t * (reserved - allocated), 2 * MIB, up=True)
-            outcome = self._capped(name, scenario, cap, {**meta, "attempts": attempts})
+            outcome = self._capped(name, scenario, cap, {**meta, "attempts": attempts}, reuse=False)
             if outcome is None or outcome.result is None or "memory_stats" not in outcome.result:
                 return
             retries = outcome.result["memory_stats"].get("num_alloc_retries", 0)
@@ -1723,7 +1739,7 @@ def command_trace(args, runner: Runner) -> None:
 
 def command_plan(args, runner: Runner) -> None:
     for path, plan in _load_plans(args.plans):
-        runner.train("calibration", path.stem, plan, runner.out_dir)
+        runner.train("calibration", path.stem, plan, runner.out_dir, meta={"plan_file": path.name})
 
 
 def command_max_batch(args, runner: Runner) -> None:
@@ -1749,7 +1765,7 @@ def command_all(args, runner: Runner) -> None:
         for name in TRACE_SCENARIOS:
             runner.trace(name)
     for path, plan in calibration:
-        runner.train("calibration", path.stem, plan, runner.out_dir / "calibration")
+        runner.train("calibration", path.stem, plan, runner.out_dir / "calibration", meta={"plan_file": path.name})
     for path, plan in searches:
         runner.max_batch(path, plan, plan_cap_bytes(plan), 1, None, args.time_limit, runner.out_dir / "maxbatch")
 
@@ -1759,7 +1775,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="memplan_measure.py",
         description="Measure PyTorch CUDA memory of training runs, to check memplan's predictions.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{device,trace,plan,max-batch,all}")
 
     def command(name: str, function, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)

@@ -14,7 +14,7 @@ function make(conf = '', options: { memoryLimitBytes?: number; capacityBytes?: n
     device: new SimulatedDevice(options.capacityBytes),
     totalGlobalMemBytes: 80 * GiB,
     memoryLimitBytes: options.memoryLimitBytes,
-    onTrace: (e) => events.push(e),
+    onTrace: (action, addr, size, stream) => events.push({ action, addr, size, stream }),
   });
   const segmentEvents = () => events.filter((e) => e.action.startsWith('segment') || e.action === 'oom').map((e) => `${e.action}:${e.size}`);
   return { allocator, events, segmentEvents };
