@@ -1,0 +1,25 @@
+/**
+ * Developer tool: where does the simulated allocation sequence first differ from a recorded calibration run?
+ * `node bench/trace-diff.ts NAME` (NAME of test/fixtures/calibration/NAME.json). Prints the peaks and the
+ * events around the first difference (alloc/free with an id per allocation, and segment events).
+ */
+import { readFileSync } from 'node:fs';
+import { maybeGunzip } from '../engine/snapshot/gzip.ts';
+import { readPickle } from '../engine/snapshot/pickle.ts';
+import { parseSnapshot } from '../engine/snapshot/snapshot.ts';
+import { parsePlan } from '../engine/plan/parse.ts';
+import { simulate } from '../engine/train/simulate.ts';
+const name = process.argv[2]!;
+const dir = new URL('../test/fixtures/calibration/', import.meta.url).pathname;
+const meta = JSON.parse(readFileSync(dir + name + '.json', 'utf8'));
+const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(dir + name + '.pickle.gz')))).trace.filter(e => e.action === 'alloc' || e.action === 'free_completed' || e.action.startsWith('segment'));
+const sim: { action: string; size: number; addr: number }[] = [];
+const labels: string[] = [];
+const res = simulate(parsePlan(meta.plan), { onTrace: (action, addr, size) => { if (action !== 'free_requested') sim.push({ action, size, addr }); } });
+console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
+// compare alloc/free sequences by size, with ids
+const norm = (tr: { action: string; size: number; addr: number }[]) => { const ids = new Map<number, number>(); let n = 0; return tr.map(e => { if (e.action === 'alloc') ids.set(e.addr, ++n); return `${e.action} ${e.action.startsWith('segment') ? '' : ids.get(e.addr)} ${e.size}`; }); };
+const a = norm(real), b = norm(sim);
+let i = 0; while (i < Math.min(a.length, b.length) && a[i] === b[i]) i++;
+console.log('events real', a.length, 'sim', b.length, 'first difference at', i);
+for (let k = Math.max(0, i - 5); k < Math.min(Math.max(a.length, b.length), i + 12); k++) console.log(k, (a[k] ?? '').padEnd(40), b[k] ?? '');

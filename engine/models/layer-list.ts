@@ -1,0 +1,142 @@
+/**
+ * A plan's layer list as the PyTorch modules memplan's measurement script builds (`nn.Sequential`-like
+ * `LayerList`; `residual` = `x + body(x)`; `repeat` = copies of a body), trained with
+ * `F.cross_entropy(out.reshape(-1, C), y.reshape(-1))`.
+ *
+ * Python reference semantics decide when memory is freed: `for m in layers: x = m(x)` drops each layer's input
+ * as soon as the next output exists (unless autograd saved it); the caller keeps the model's input.
+ */
+import { InputError } from '../errors.ts';
+import type { LayerSpec } from '../plan/schema.ts';
+import { activation, add, dropout } from '../ops/pointwise.ts';
+import { linear } from '../ops/linear.ts';
+import { layerNorm, rmsNorm } from '../ops/norm.ts';
+import { crossEntropy } from '../ops/loss.ts';
+import type { Runtime } from '../ops/runtime.ts';
+import type { DType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { ParameterSpec, TrainableModel } from './model.ts';
+
+interface Layer {
+  params: ParameterSpec[];
+  forward(rt: Runtime, x: Tensor): Tensor;
+}
+
+/** Runs layers in order, dropping each intermediate as nn.Sequential does. */
+function sequential(rt: Runtime, layers: readonly Layer[], x: Tensor): Tensor {
+  let h = rt.cuda.ref(x);
+  for (const layer of layers) {
+    const out = layer.forward(rt, h);
+    rt.cuda.release(h);
+    h = out;
+  }
+  return h;
+}
+
+function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<string, Tensor>): Layer {
+  const w = (name: string) => weights.get(`${path}.${name}`)!;
+  switch (spec.type) {
+    case 'linear': {
+      const bias = spec.bias ?? true;
+      const params: ParameterSpec[] = [{ name: `${path}.weight`, shape: [spec.out_features, spec.in_features], dtype }];
+      if (bias) params.push({ name: `${path}.bias`, shape: [spec.out_features], dtype });
+      return { params, forward: (rt, x) => linear(rt, x, w('weight'), bias ? w('bias') : null, `${path} (linear)`) };
+    }
+    case 'relu':
+    case 'gelu':
+    case 'silu':
+    case 'tanh':
+    case 'sigmoid': {
+      const kind = spec.type;
+      return { params: [], forward: (rt, x) => activation(rt, kind, x, `${path} (${kind})`) };
+    }
+    case 'dropout':
+      return { params: [], forward: (rt, x) => dropout(rt, x, spec.p, `${path} (dropout)`) };
+    case 'layer_norm':
+      return {
+        params: [
+          { name: `${path}.weight`, shape: [spec.normalized_shape], dtype },
+          { name: `${path}.bias`, shape: [spec.normalized_shape], dtype },
+        ],
+        forward: (rt, x) => layerNorm(rt, x, w('weight'), w('bias'), `${path} (layer_norm)`),
+      };
+    case 'rms_norm':
+      return {
+        params: [{ name: `${path}.weight`, shape: [spec.normalized_shape], dtype }],
+        forward: (rt, x) => rmsNorm(rt, x, w('weight'), `${path} (rms_norm)`),
+      };
+    case 'flatten':
+      return { params: [], forward: (rt, x) => rt.cuda.view(x, [x.shape[0]!, x.numel / x.shape[0]!]) };
+    case 'residual': {
+      const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights));
+      return {
+        params: body.flatMap((l) => l.params),
+        forward: (rt, x) => {
+          const b = sequential(rt, body, x);
+          const out = add(rt, x, b, `${path} (residual add)`);
+          rt.cuda.release(b);
+          return out;
+        },
+      };
+    }
+    case 'repeat': {
+      const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights)));
+      return {
+        params: bodies.flat().flatMap((l) => l.params),
+        forward: (rt, x) => {
+          let h = rt.cuda.ref(x);
+          for (const body of bodies) {
+            const out = sequential(rt, body, h);
+            rt.cuda.release(h);
+            h = out;
+          }
+          return h;
+        },
+      };
+    }
+    default:
+      throw new InputError(`model.layers (${path})`, `the layer type "${spec.type}" is not simulated yet; supported: linear, relu, gelu, silu, tanh, sigmoid, dropout, layer_norm, rms_norm, flatten, residual, repeat`);
+  }
+}
+
+/** Output shape per sample of a layer list (features only). */
+function outputFeatures(layers: readonly LayerSpec[], features: number): number {
+  let f = features;
+  for (const l of layers) {
+    if (l.type === 'linear') {
+      if (l.in_features !== f) throw new InputError('model.layers', `a linear layer expects ${l.in_features} input features but gets ${f}`);
+      f = l.out_features;
+    } else if (l.type === 'residual') {
+      if (outputFeatures(l.layers, f) !== f) throw new InputError('model.layers', 'a residual body must keep the number of features');
+    } else if (l.type === 'repeat') {
+      for (let i = 0; i < l.count; i++) f = outputFeatures(l.layers, f);
+    } else if ((l.type === 'layer_norm' || l.type === 'rms_norm') && l.normalized_shape !== f) {
+      throw new InputError('model.layers', `a ${l.type} of ${l.normalized_shape} features gets ${f}`);
+    }
+  }
+  return f;
+}
+
+export function layerListModel(layers: readonly LayerSpec[], inputFeatures: number, dtype: DType): TrainableModel {
+  outputFeatures(layers, inputFeatures); // checks the shapes line up
+  const weights = new Map<string, Tensor>();
+  const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights));
+  return {
+    description: `layer list of ${built.reduce((n, l) => n + l.params.length, 0)} parameter tensors`,
+    parameters: built.flatMap((l) => l.params),
+    bindParameter(name, tensor) {
+      weights.set(name, tensor);
+    },
+    makeInputs(rt, batch) {
+      const x = rt.cuda.empty([batch, inputFeatures], dtype, 'input x', 'input');
+      const y = rt.cuda.empty([batch], 'int64', 'labels y', 'input');
+      return [x, y];
+    },
+    loss(rt, [x, y]) {
+      const out = sequential(rt, built, x!);
+      const loss = crossEntropy(rt, out, y!);
+      rt.cuda.release(out); // `out` is a local of the loss function: freed when it returns
+      return loss;
+    },
+  };
+}

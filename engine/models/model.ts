@@ -1,0 +1,23 @@
+/** What the training step needs from a model, however the plan described it. */
+import type { Runtime } from '../ops/runtime.ts';
+import type { DType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+export interface ParameterSpec {
+  /** The name `model.named_parameters()` gives. */
+  name: string;
+  shape: number[];
+  dtype: DType;
+}
+
+export interface TrainableModel {
+  description: string;
+  /** In the order `model.to("cuda")` moves them (`Module._apply`: children first, then own parameters). */
+  parameters: ParameterSpec[];
+  /** Called once per parameter when it reaches the GPU. */
+  bindParameter(name: string, tensor: Tensor): void;
+  /** One micro-batch created on the GPU, in creation order. */
+  makeInputs(rt: Runtime, batch: number): Tensor[];
+  /** Forward and loss (the caller owns the returned loss; every intermediate is released or saved by autograd). */
+  loss(rt: Runtime, inputs: readonly Tensor[]): Tensor;
+}

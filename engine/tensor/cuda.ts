@@ -1,0 +1,118 @@
+/**
+ * The simulated GPU a training step runs on: tensors are allocated from the simulated caching allocator and
+ * given back when their storage's last reference goes. Also the library workspaces that come through the
+ * allocator: cuBLAS keeps one workspace per thread (the Python thread and autograd's backward thread), made at
+ * that thread's first GEMM and kept for the process; cuBLASLt (GEMMs with a fused bias) one more per thread.
+ * Records the timeline of allocated and reserved bytes by phase.
+ */
+import type { CachingAllocator } from '../allocator/caching-allocator.ts';
+import type { DType } from './dtype.ts';
+import { Storage, Tensor, nbytes, type MemoryCategory } from './tensor.ts';
+
+export type Thread = 'main' | 'autograd';
+export type GemmKind = 'cublas' | 'cublaslt';
+
+export interface Workspaces {
+  /** cuBLAS workspace per thread: 32 MiB on Hopper and Blackwell (sm90/100/120), else 8,519,680 B. */
+  cublasBytes: number;
+  /** cuBLASLt workspace (CUBLASLT_WORKSPACE_SIZE, 1 MiB by default), measured separate on the H100. */
+  cublasLtBytes: number;
+}
+
+export interface TimelinePoint {
+  /** Allocation events so far. */
+  event: number;
+  allocatedBytes: number;
+  reservedBytes: number;
+  phase: string;
+  step: number;
+}
+
+export class CudaDevice {
+  readonly allocator: CachingAllocator;
+  private readonly workspaces: Workspaces;
+  private readonly threadWorkspaces = new Map<string, Tensor>();
+  /** The thread ops run on now: backward runs on autograd's device thread. */
+  thread: Thread = 'main';
+  phase = 'load';
+  step = 0;
+  events = 0;
+  readonly timeline: TimelinePoint[] = [];
+  private readonly live = new Set<Storage>();
+  /** Called when allocated bytes reach a new peak (for the breakdown at the peak). */
+  onPeak: ((live: ReadonlySet<Storage>) => void) | undefined;
+  private peakAllocated = 0;
+
+  constructor(allocator: CachingAllocator, workspaces: Workspaces) {
+    this.allocator = allocator;
+    this.workspaces = workspaces;
+  }
+
+  /** `at::empty`: a new tensor with its own storage. */
+  empty(shape: readonly number[], dtype: DType, label: string, category: MemoryCategory = 'temporary'): Tensor {
+    const size = nbytes(shape, dtype);
+    const block = size === 0 ? null : this.allocator.malloc(size, 0, label);
+    const storage = new Storage(size, block, label, category);
+    if (block) this.afterChange(storage, true);
+    return new Tensor(shape, dtype, storage);
+  }
+
+  /** A view: another reference to t's storage, with its own shape. */
+  view(t: Tensor, shape: readonly number[] = t.shape): Tensor {
+    return new Tensor(shape, t.dtype, t.storage);
+  }
+
+  /** Another reference to the same tensor (a Python name, a saved variable, an autograd buffer slot). */
+  ref(t: Tensor): Tensor {
+    const r = new Tensor(t.shape, t.dtype, t.storage);
+    r.gradFn = t.gradFn;
+    r.outputSlot = t.outputSlot;
+    r.requiresGrad = t.requiresGrad;
+    r.leaf = t.leaf;
+    return r;
+  }
+
+  /** Drops one reference; the storage's memory goes back to the allocator with its last one. */
+  release(t: Tensor | null | undefined): void {
+    if (!t || t.released) return;
+    t.released = true;
+    const s = t.storage;
+    if (--s.refs === 0 && s.block) {
+      this.allocator.free(s.block);
+      s.block = null;
+      this.afterChange(s, false);
+    }
+  }
+
+  /** Storages alive now: one reference in total. */
+  useCount(t: Tensor): number {
+    return t.storage.refs;
+  }
+
+  /** Before a GEMM on the current thread: its workspace(s), allocated the first time, as cuBLAS does. */
+  gemm(kind: GemmKind): void {
+    this.ensureWorkspace(`cuBLAS workspace (${this.thread} thread)`, this.workspaces.cublasBytes);
+    if (kind === 'cublaslt') this.ensureWorkspace(`cuBLASLt workspace (${this.thread} thread)`, this.workspaces.cublasLtBytes);
+  }
+
+  private ensureWorkspace(label: string, size: number): void {
+    if (size === 0 || this.threadWorkspaces.has(label)) return;
+    this.threadWorkspaces.set(label, this.empty([size], 'uint8', label, 'workspace'));
+  }
+
+  private afterChange(storage: Storage, allocated: boolean): void {
+    this.events++;
+    if (allocated) this.live.add(storage);
+    else this.live.delete(storage);
+    const a = this.allocator.allocatedBytes;
+    if (a > this.peakAllocated) {
+      this.peakAllocated = a;
+      this.onPeak?.(this.live);
+    }
+    this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
+  }
+
+  liveStorages(): ReadonlySet<Storage> {
+    return this.live;
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * Tensors and storages as the simulator sees them: shapes, dtypes and who keeps the memory alive.
+ * Memory belongs to a Storage; a Tensor is one reference to it (a Python variable, a saved tensor, a gradient
+ * in autograd's buffers). Views are further references to the same storage and allocate nothing. The storage's
+ * block goes back to the caching allocator when its last reference is released, as PyTorch's refcounting does.
+ */
+import type { Block } from '../allocator/block.ts';
+import { DTYPE_BYTES, type DType } from './dtype.ts';
+import type { Node, Parameter } from '../autograd/engine.ts';
+
+export function numel(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export function nbytes(shape: readonly number[], dtype: DType): number {
+  return numel(shape) * DTYPE_BYTES[dtype];
+}
+
+/** What a storage holds, for the breakdown at the peak. */
+export type MemoryCategory =
+  | 'parameter'
+  | 'gradient'
+  | 'optimizer_state'
+  | 'activation'
+  | 'temporary'
+  | 'workspace'
+  | 'input';
+
+export class Storage {
+  readonly nbytes: number;
+  /** The allocator's block; null for an empty tensor (PyTorch never allocates 0 bytes). */
+  block: Block | null;
+  refs = 0;
+  label: string;
+  category: MemoryCategory;
+
+  constructor(nbytes: number, block: Block | null, label: string, category: MemoryCategory) {
+    this.nbytes = nbytes;
+    this.block = block;
+    this.label = label;
+    this.category = category;
+  }
+}
+
+export class Tensor {
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  readonly storage: Storage;
+  /** The autograd node that made this tensor (null for leaves and tensors that need no gradient). */
+  gradFn: Node | null = null;
+  /** Which of gradFn's outputs this tensor is. */
+  outputSlot = 0;
+  /** Leaves that require grad (parameters); their gradient goes to `leaf.accumulateGrad`. */
+  requiresGrad = false;
+  leaf: Parameter | null = null;
+  released = false;
+
+  constructor(shape: readonly number[], dtype: DType, storage: Storage) {
+    this.shape = shape;
+    this.dtype = dtype;
+    this.storage = storage;
+    storage.refs++;
+  }
+
+  get numel(): number {
+    return numel(this.shape);
+  }
+
+  get nbytes(): number {
+    return this.numel * DTYPE_BYTES[this.dtype];
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The standard training step, simulated (docs/plan-format.md): the model reaches the GPU parameter by parameter
+ * in module order; each optimizer step runs `grad_accumulation_steps` micro-steps of (inputs on the GPU,
+ * forward and loss, `loss / grad_accumulation_steps`, backward), then `optimizer.step()` and
+ * `optimizer.zero_grad(set_to_none=True)`. Python's reference semantics decide the frees: the previous
+ * micro-step's inputs and loss die when the new ones are bound.
+ */
+import { Autograd, Parameter } from '../autograd/engine.ts';
+import { CachingAllocator, OutOfMemoryError, type TraceListener } from '../allocator/caching-allocator.ts';
+import { parseAllocatorConf } from '../allocator/config.ts';
+import { SimulatedDevice } from '../allocator/device-memory.ts';
+import { memorySummary } from '../allocator/format.ts';
+import { InputError } from '../errors.ts';
+import { layerListModel } from '../models/layer-list.ts';
+import type { TrainableModel } from '../models/model.ts';
+import { divScalar } from '../ops/pointwise.ts';
+import type { Runtime } from '../ops/runtime.ts';
+import type { Plan } from '../plan/schema.ts';
+import { CudaDevice, type TimelinePoint } from '../tensor/cuda.ts';
+import type { DType } from '../tensor/dtype.ts';
+import type { MemoryCategory, Storage, Tensor } from '../tensor/tensor.ts';
+import { Optimizer } from './optimizer.ts';
+
+/** The GPU a simulation runs on. */
+export interface DeviceSpec {
+  name: string;
+  /** `torch.cuda.get_device_properties(0).total_memory`. */
+  totalMemoryBytes: number;
+  /** Memory the process holds outside the allocator (CUDA context, library handles): not available to PyTorch. */
+  nonPyTorchBytes: number;
+  cublasWorkspaceBytes: number;
+  cublasLtWorkspaceBytes: number;
+}
+
+/** Measured on an H100 80GB HBM3 with PyTorch 2.11 (test/fixtures/device/h100_device_facts.json). */
+export const H100_SXM: DeviceSpec = {
+  name: 'NVIDIA H100 80GB HBM3',
+  totalMemoryBytes: 85_017_493_504,
+  nonPyTorchBytes: 594.8 * 1_048_576,
+  cublasWorkspaceBytes: 33_554_432,
+  cublasLtWorkspaceBytes: 1_048_576,
+};
+
+export interface StepResult {
+  step: number;
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  afterForwardBytes: number[];
+  afterBackwardBytes: number[];
+  afterOptimizerStepBytes: number;
+  afterZeroGradBytes: number;
+}
+
+export interface LiveTensor {
+  label: string;
+  bytes: number;
+  category: MemoryCategory;
+}
+
+export interface SimulationResult {
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  /** What nvidia-smi would show at the peak: reserved plus the memory outside the allocator. */
+  nvidiaSmiBytes: number;
+  steps: StepResult[];
+  /** Allocated bytes at the peak by what they hold, plus what reserved holds beyond them. */
+  breakdownAtPeak: Record<MemoryCategory | 'cached_free', number>;
+  /** The largest tensors alive at the peak. */
+  largestAtPeak: LiveTensor[];
+  /** Where the peak happened. */
+  peakAt: { step: number; phase: string };
+  timeline: TimelinePoint[];
+  memoryStats: Record<string, number>;
+  memorySummary: string;
+  oom: { message: string; step: number; phase: string } | null;
+  parameterBytes: number;
+  parameterCount: number;
+  notes: string[];
+}
+
+const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
+  fp32: 'float32',
+  amp_fp16: 'float32',
+  amp_bf16: 'float32',
+  bf16: 'bfloat16',
+  fp16: 'float16',
+};
+
+function buildModel(plan: Plan): TrainableModel {
+  const m = plan.model;
+  const dtype = PARAM_DTYPE[plan.training.precision];
+  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, m.input_features, dtype);
+  const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision' in m ? 'torchvision models' : 'layer lists on image or token inputs';
+  throw new InputError('model', `${kind} are not simulated yet; this version simulates layer lists on feature vectors (input_features)`);
+}
+
+function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
+  if (points.length <= limit) return points;
+  // Keep each bucket's highest point so that the peaks survive the thinning.
+  const out: TimelinePoint[] = [];
+  const size = Math.ceil(points.length / limit);
+  for (let i = 0; i < points.length; i += size) {
+    let best = points[i]!;
+    for (let j = i + 1; j < Math.min(points.length, i + size); j++) if (points[j]!.allocatedBytes > best.allocatedBytes) best = points[j]!;
+    out.push(best);
+  }
+  return out;
+}
+
+export interface SimulateOptions {
+  device?: DeviceSpec;
+  /** Keep at most this many timeline points (default 4000). */
+  timelinePoints?: number;
+  /** Every allocator trace entry, as a PyTorch memory snapshot would record it. */
+  onTrace?: TraceListener;
+}
+
+export function simulate(plan: Plan, options: SimulateOptions = {}): SimulationResult {
+  const t = plan.training;
+  if (t.precision === 'amp_fp16' || t.precision === 'amp_bf16') {
+    throw new InputError('training.precision', `${t.precision} (autocast) is not simulated yet; this version simulates fp32, bf16 and fp16 weights`);
+  }
+  if (t.activation_checkpointing !== false) {
+    throw new InputError('training.activation_checkpointing', 'activation checkpointing is not simulated yet');
+  }
+  const spec = options.device ?? H100_SXM;
+  const memoryLimitBytes = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
+  const allocator = new CachingAllocator({
+    config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
+    device: new SimulatedDevice(spec.totalMemoryBytes - spec.nonPyTorchBytes),
+    totalGlobalMemBytes: spec.totalMemoryBytes,
+    memoryLimitBytes,
+    nonPyTorchBytes: spec.nonPyTorchBytes,
+    onTrace: options.onTrace,
+  });
+  const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublasWorkspaceBytes, cublasLtBytes: spec.cublasLtWorkspaceBytes });
+  const autograd = new Autograd(cuda);
+  const rt: Runtime = { cuda, autograd };
+  const model = buildModel(plan);
+
+  let peakLive: LiveTensor[] = [];
+  let peakAt = { step: 0, phase: 'load' };
+  cuda.onPeak = (live: ReadonlySet<Storage>) => {
+    peakLive = [...live].map((s) => ({ label: s.label, bytes: s.block?.size ?? s.nbytes, category: s.category }));
+    peakAt = { step: cuda.step, phase: cuda.phase };
+  };
+
+  const steps: StepResult[] = [];
+  let oom: SimulationResult['oom'] = null;
+  const params: Parameter[] = [];
+  let optimizer: Optimizer | null = null;
+  try {
+    cuda.phase = 'load';
+    for (const p of model.parameters) {
+      const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter');
+      params.push(new Parameter(p.name, tensor, cuda));
+      model.bindParameter(p.name, tensor);
+    }
+    optimizer = new Optimizer(cuda, params, t.optimizer, t.optimizer_impl);
+    let inputs: Tensor[] = [];
+    let loss: Tensor | null = null;
+    for (let step = 1; step <= t.steps; step++) {
+      cuda.step = step;
+      allocator.stats.resetPeak();
+      const result: StepResult = {
+        step,
+        peakAllocatedBytes: 0,
+        peakReservedBytes: 0,
+        afterForwardBytes: [],
+        afterBackwardBytes: [],
+        afterOptimizerStepBytes: 0,
+        afterZeroGradBytes: 0,
+      };
+      steps.push(result);
+      for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
+        cuda.phase = 'forward';
+        const batch = model.makeInputs(rt, t.batch_size);
+        for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]); // the old tuple dies: last element first
+        inputs = batch;
+        const rawLoss = model.loss(rt, inputs);
+        cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
+        loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
+        cuda.release(rawLoss);
+        result.afterForwardBytes.push(allocator.allocatedBytes);
+        cuda.phase = 'backward';
+        const rootGrad = cuda.empty(loss.shape, loss.dtype, 'ones_like(loss)');
+        autograd.backward(loss, rootGrad);
+        cuda.release(rootGrad);
+        result.afterBackwardBytes.push(allocator.allocatedBytes);
+      }
+      cuda.phase = 'optimizer';
+      optimizer.step();
+      result.afterOptimizerStepBytes = allocator.allocatedBytes;
+      cuda.phase = 'zero_grad';
+      optimizer.zeroGrad();
+      result.afterZeroGradBytes = allocator.allocatedBytes;
+      result.peakAllocatedBytes = allocator.stats.allocated_bytes[0].peak;
+      result.peakReservedBytes = allocator.stats.reserved_bytes[0].peak;
+    }
+  } catch (error) {
+    if (!(error instanceof OutOfMemoryError)) throw error;
+    oom = { message: error.message, step: cuda.step, phase: cuda.phase };
+  }
+
+  const peakAllocatedBytes = Math.max(0, ...steps.map((s) => s.peakAllocatedBytes), allocator.stats.allocated_bytes[0].peak);
+  const peakReservedBytes = Math.max(0, ...steps.map((s) => s.peakReservedBytes), allocator.stats.reserved_bytes[0].peak);
+  const breakdown: SimulationResult['breakdownAtPeak'] = {
+    parameter: 0,
+    gradient: 0,
+    optimizer_state: 0,
+    activation: 0,
+    temporary: 0,
+    workspace: 0,
+    input: 0,
+    cached_free: 0,
+  };
+  for (const l of peakLive) breakdown[l.category] += l.bytes;
+  breakdown.cached_free = Math.max(0, peakReservedBytes - peakAllocatedBytes);
+  const parameterBytes = params.reduce((n, p) => n + p.tensor.nbytes, 0);
+  return {
+    peakAllocatedBytes,
+    peakReservedBytes,
+    nvidiaSmiBytes: peakReservedBytes + spec.nonPyTorchBytes,
+    steps,
+    breakdownAtPeak: breakdown,
+    largestAtPeak: peakLive.sort((a, b) => b.bytes - a.bytes).slice(0, 20),
+    peakAt,
+    timeline: maxTimeline(cuda.timeline, options.timelinePoints ?? 4000),
+    memoryStats: allocator.memoryStats(),
+    memorySummary: memorySummary(allocator.stats),
+    oom,
+    parameterBytes,
+    parameterCount: params.reduce((n, p) => n + p.tensor.numel, 0),
+    notes: [
+      'Parameters are created in their training dtype and moved to the GPU one by one in module order, as from_pretrained(..., dtype=...) followed by .to("cuda") does. Building a model in fp32 on the GPU and casting it afterwards leaves freed blocks cached and reserves more.',
+    ],
+  };
+}
