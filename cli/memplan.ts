@@ -6,6 +6,7 @@
 import packageJson from '../package.json' with { type: 'json' };
 import { InputError } from '../engine/errors.ts';
 import { replayCommand } from './commands/replay.ts';
+import { simulateCommand } from './commands/simulate.ts';
 
 interface Command {
   summary: string;
@@ -14,6 +15,7 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
+  simulate: simulateCommand,
   replay: replayCommand,
 };
 

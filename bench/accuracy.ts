@@ -1,0 +1,46 @@
+/**
+ * `npm run bench:accuracy`: predicted vs real peaks over the calibration runs recorded on an H100
+ * (test/fixtures/calibration). Targets (issue #4): peak allocated median error <= 1%, worst <= 3%;
+ * peak reserved median <= 3%, worst <= 8%.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { InputError } from '../engine/errors.ts';
+import { formatSize } from '../engine/allocator/format.ts';
+import { parsePlan } from '../engine/plan/parse.ts';
+import { simulate } from '../engine/train/simulate.ts';
+
+const dir = new URL('../test/fixtures/calibration/', import.meta.url);
+const names = readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
+const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2 : NaN;
+};
+const allocatedErrors: number[] = [];
+const reservedErrors: number[] = [];
+let skipped = 0;
+console.log(`${'case'.padEnd(48)} ${'real alloc'.padStart(11)} ${'sim alloc'.padStart(11)} ${'err'.padStart(7)}  ${'real resv'.padStart(11)} ${'sim resv'.padStart(11)} ${'err'.padStart(7)}`);
+for (const name of names) {
+  const m = JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8'));
+  if (m.status !== 'ok') continue;
+  try {
+    const r = simulate(parsePlan(m.plan));
+    const ea = Math.abs(r.peakAllocatedBytes - m.peak_allocated_bytes) / m.peak_allocated_bytes;
+    const er = Math.abs(r.peakReservedBytes - m.peak_reserved_bytes) / m.peak_reserved_bytes;
+    allocatedErrors.push(ea);
+    reservedErrors.push(er);
+    console.log(
+      `${name.padEnd(48)} ${formatSize(m.peak_allocated_bytes).padStart(11)} ${formatSize(r.peakAllocatedBytes).padStart(11)} ${pct(ea).padStart(7)}  ${formatSize(m.peak_reserved_bytes).padStart(11)} ${formatSize(r.peakReservedBytes).padStart(11)} ${pct(er).padStart(7)}`,
+    );
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    skipped++;
+    console.log(`${name.padEnd(48)} not simulated yet: ${error.message}`);
+  }
+}
+console.log('');
+console.log(`simulated ${allocatedErrors.length} of ${allocatedErrors.length + skipped} cases`);
+if (allocatedErrors.length) {
+  console.log(`peak allocated: median error ${pct(median(allocatedErrors))}, worst ${pct(Math.max(...allocatedErrors))} (targets 1%, 3%)`);
+  console.log(`peak reserved:  median error ${pct(median(reservedErrors))}, worst ${pct(Math.max(...reservedErrors))} (targets 3%, 8%)`);
+}
