@@ -11,6 +11,7 @@
  */
 import type { CudaDevice } from '../tensor/cuda.ts';
 import { numel, type Tensor } from '../tensor/tensor.ts';
+import { ReadyQueue } from './ready-queue.ts';
 
 /** The gradient of each forward output, in; the gradient of each forward input, out (null: none). */
 export type BackwardFn = (grads: (Tensor | null)[]) => (Tensor | null)[];
@@ -123,6 +124,17 @@ export class Autograd {
     return true;
   }
 
+  /**
+   * A view op whose backward only reshapes the gradient (`t()`, `view`, `transpose`): no memory, but a node of
+   * its own, which changes the order the engine runs things in.
+   */
+  view(name: string, t: Tensor, shape: readonly number[] = t.shape): Tensor {
+    const out = this.device.view(t, shape);
+    const device = this.device;
+    this.record(name, [t], [out], [], ([grad]) => [grad ? device.ref(grad) : null]);
+    return out;
+  }
+
   /** `loss.backward()`: runs the graph from root with gradient rootGrad (the caller keeps rootGrad alive). */
   backward(root: Tensor, rootGrad: Tensor, retainGraph = false): void {
     const device = this.device;
@@ -144,13 +156,8 @@ export class Autograd {
       }
     }
     const buffers = new Map<Node, (Tensor | null)[]>();
-    const ready: Node[] = [];
-    const push = (n: Node) => {
-      // Keep `ready` sorted by seq ascending; pop() takes the latest.
-      let i = ready.length;
-      while (i > 0 && ready[i - 1]!.seq > n.seq) i--;
-      ready.splice(i, 0, n);
-    };
+    const ready = new ReadyQueue<Node>();
+    const push = (n: Node) => ready.push(n);
     const startBuffer = new Array<Tensor | null>(start.numOutputs).fill(null);
     startBuffer[root.outputSlot] = device.ref(rootGrad);
     buffers.set(start, startBuffer);
@@ -158,7 +165,7 @@ export class Autograd {
 
     const previousThread = device.thread;
     device.thread = 'autograd';
-    while (ready.length) {
+    while (ready.size) {
       const node = ready.pop()!;
       const inputs = buffers.get(node) ?? new Array<Tensor | null>(node.numOutputs).fill(null);
       buffers.delete(node);

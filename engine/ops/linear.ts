@@ -12,14 +12,14 @@ import type { Runtime } from './runtime.ts';
 export function linear(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const outFeatures = weight.shape[0]!;
+  const weightT = autograd.view('TBackward0', weight, [weight.shape[1]!, outFeatures]);
   const out = cuda.empty([...x.shape.slice(0, -1), outFeatures], x.dtype, label, 'activation');
   cuda.gemm(bias ? 'cublaslt' : 'cublas');
   const xNeedsGrad = autograd.needsGrad([x]);
   const wNeedsGrad = autograd.needsGrad([weight]);
-  const saved: Tensor[] = [];
-  const savedInput = wNeedsGrad ? cuda.ref(x) : null;
-  if (savedInput) saved.push(savedInput);
-  autograd.record('AddmmBackward0', [x, weight, bias], [out], saved, ([grad]) => {
+  const saved = wNeedsGrad ? [cuda.ref(x)] : [];
+  // addmm(self=bias, mat1=input, mat2=weight.t()): the edges in that order.
+  autograd.record('AddmmBackward0', [bias, x, weightT], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];
     let gradInput: Tensor | null = null;
     if (xNeedsGrad) {
@@ -28,10 +28,11 @@ export function linear(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
     }
     let gradWeight: Tensor | null = null;
     if (wNeedsGrad) {
-      gradWeight = cuda.empty(weight.shape, grad.dtype, `grad of ${label} weight`);
+      gradWeight = cuda.empty(weightT.shape, grad.dtype, `grad of ${label} weight`);
       cuda.gemm('cublas');
     }
-    return [gradInput, gradWeight, bias ? cuda.ref(grad) : null];
+    return [bias ? cuda.ref(grad) : null, gradInput, gradWeight];
   });
+  cuda.release(weightT);
   return out;
 }

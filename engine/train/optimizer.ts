@@ -64,7 +64,7 @@ export class Optimizer {
       }
       for (const group of groups.values()) {
         const sqrt = group.map((p) => cuda.empty(p.tensor.shape, p.tensor.dtype, `${p.name} exp_avg_sq.sqrt() (foreach)`));
-        for (const t of sqrt) cuda.release(t);
+        for (let i = sqrt.length - 1; i >= 0; i--) cuda.release(sqrt[i]); // a list dies last item first
       }
     } else if (this.impl === 'for_loop') {
       let denom: Tensor | null = null;

@@ -21,7 +21,13 @@ interface Measurement {
 }
 
 /** Cases whose every allocation and free the engine reproduces, in order and size. */
-const EXACT = ['layers_mlp_fp16_sgdm_fused'];
+const EXACT = [
+  'layers_mlp_fp16_sgdm_fused',
+  'mlp_bf16_adamw_fused',
+  'mlp_bf16_sgdm_forloop',
+  'mlp_fp32_adam_foreach',
+  'mlp_fp32_adamw_forloop_accum2',
+];
 
 function load(name: string) {
   return JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Measurement;
@@ -59,20 +65,21 @@ describe('calibration against an H100', () => {
   });
 });
 
-describe('the allocation sequence of an exact case', () => {
-  it('matches the recorded trace event for event over all three steps', () => {
-    const name = EXACT[0]!;
-    const m = load(name);
-    const real = readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace;
-    const sim: string[] = [];
-    simulate(parsePlan(m.plan), {
-      onTrace: (action, _addr, size) => {
-        if (action !== 'free_requested') sim.push(`${action} ${size}`);
-      },
+describe('the allocation sequence of exact cases', () => {
+  for (const name of EXACT) {
+    it(`${name} matches the recorded trace event for event over all steps`, () => {
+      const m = load(name);
+      const real = readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace;
+      const sim: string[] = [];
+      simulate(parsePlan(m.plan), {
+        onTrace: (action, _addr, size) => {
+          if (action !== 'free_requested') sim.push(`${action} ${size}`);
+        },
+      });
+      const recorded = real.filter((e) => e.action !== 'free_requested').map((e) => `${e.action} ${e.size}`);
+      // The recording ends with the script tearing the model down; the simulation stops after the last zero_grad.
+      expect(sim.length).toBeGreaterThan(400);
+      expect(recorded.slice(0, sim.length)).toEqual(sim);
     });
-    const recorded = real.filter((e) => e.action !== 'free_requested').map((e) => `${e.action} ${e.size}`);
-    // The recording ends with the script tearing the model down; the simulation stops after the last zero_grad.
-    expect(sim.length).toBeGreaterThan(400);
-    expect(recorded.slice(0, sim.length)).toEqual(sim);
-  });
+  }
 });
