@@ -8,6 +8,7 @@ import { InputError } from '../engine/errors.ts';
 import { formatSize } from '../engine/allocator/format.ts';
 import { parsePlan } from '../engine/plan/parse.ts';
 import { simulate } from '../engine/train/simulate.ts';
+import { planGpu } from '../cli/gpus.ts';
 
 const dir = new URL('../test/fixtures/calibration/', import.meta.url);
 const names = readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
@@ -24,7 +25,7 @@ for (const name of names) {
   const m = JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8'));
   if (m.status !== 'ok') continue;
   try {
-    const r = simulate(parsePlan(m.plan));
+    const r = (() => { const plan = parsePlan(m.plan); return simulate(plan, { device: planGpu(plan) }); })();
     const ea = Math.abs(r.peakAllocatedBytes - m.peak_allocated_bytes) / m.peak_allocated_bytes;
     const er = Math.abs(r.peakReservedBytes - m.peak_reserved_bytes) / m.peak_reserved_bytes;
     allocatedErrors.push(ea);

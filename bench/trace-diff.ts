@@ -9,13 +9,15 @@ import { readPickle } from '../engine/snapshot/pickle.ts';
 import { parseSnapshot } from '../engine/snapshot/snapshot.ts';
 import { parsePlan } from '../engine/plan/parse.ts';
 import { simulate } from '../engine/train/simulate.ts';
+import { planGpu } from '../cli/gpus.ts';
 const name = process.argv[2]!;
 const dir = new URL('../test/fixtures/calibration/', import.meta.url).pathname;
 const meta = JSON.parse(readFileSync(dir + name + '.json', 'utf8'));
 const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(dir + name + '.pickle.gz')))).trace.filter(e => e.action === 'alloc' || e.action === 'free_completed' || e.action.startsWith('segment'));
 const sim: { action: string; size: number; addr: number }[] = [];
 const labels: string[] = [];
-const res = simulate(parsePlan(meta.plan), { onTrace: (action, addr, size) => { if (action !== 'free_requested') sim.push({ action, size, addr }); } });
+const plan = parsePlan(meta.plan);
+const res = simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size) => { if (action !== 'free_requested') sim.push({ action, size, addr }); } });
 console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
 // compare alloc/free sequences by size, with ids
 const norm = (tr: { action: string; size: number; addr: number }[]) => { const ids = new Map<number, number>(); let n = 0; return tr.map(e => { if (e.action === 'alloc') ids.set(e.addr, ++n); return `${e.action} ${e.action.startsWith('segment') ? '' : ids.get(e.addr)} ${e.size}`; }); };

@@ -3,6 +3,7 @@ import { InputError } from '../../engine/errors.ts';
 import { formatSize } from '../../engine/allocator/format.ts';
 import { parsePlanText } from '../../engine/plan/parse.ts';
 import { simulate } from '../../engine/train/simulate.ts';
+import { planGpu } from '../gpus.ts';
 import { parseCommandArgs } from '../args.ts';
 import { readUserFile } from '../files.ts';
 
@@ -23,7 +24,7 @@ async function run(args: string[]): Promise<void> {
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
   const plan = parsePlanText(new TextDecoder().decode(readUserFile(file)), file);
-  const r = simulate(plan);
+  const r = simulate(plan, { device: planGpu(plan) });
   if (values.json) {
     process.stdout.write(
       JSON.stringify({

@@ -20,26 +20,13 @@ import { CudaDevice, type TimelinePoint } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
 import type { MemoryCategory, Storage, Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
+import type { GpuSpec } from '../gpu/catalog.ts';
 
-/** The GPU a simulation runs on. */
-export interface DeviceSpec {
-  name: string;
-  /** `torch.cuda.get_device_properties(0).total_memory`. */
-  totalMemoryBytes: number;
-  /** Memory the process holds outside the allocator (CUDA context, library handles): not available to PyTorch. */
-  nonPyTorchBytes: number;
-  cublasWorkspaceBytes: number;
-  cublasLtWorkspaceBytes: number;
-}
+/** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
+export type DeviceSpec = Pick<GpuSpec, 'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes'>;
 
-/** Measured on an H100 80GB HBM3 with PyTorch 2.11 (test/fixtures/device/h100_device_facts.json). */
-export const H100_SXM: DeviceSpec = {
-  name: 'NVIDIA H100 80GB HBM3',
-  totalMemoryBytes: 85_017_493_504,
-  nonPyTorchBytes: 594.8 * 1_048_576,
-  cublasWorkspaceBytes: 33_554_432,
-  cublasLtWorkspaceBytes: 1_048_576,
-};
+/** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
+const kCublasLtWorkspaceBytes = 1_048_576;
 
 export interface StepResult {
   step: number;
@@ -108,14 +95,15 @@ function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
 }
 
 export interface SimulateOptions {
-  device?: DeviceSpec;
+  /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
+  device: DeviceSpec;
   /** Keep at most this many timeline points (default 4000). */
   timelinePoints?: number;
   /** Every allocator trace entry, as a PyTorch memory snapshot would record it. */
   onTrace?: TraceListener;
 }
 
-export function simulate(plan: Plan, options: SimulateOptions = {}): SimulationResult {
+export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
   const t = plan.training;
   if (t.precision === 'amp_fp16' || t.precision === 'amp_bf16') {
     throw new InputError('training.precision', `${t.precision} (autocast) is not simulated yet; this version simulates fp32, bf16 and fp16 weights`);
@@ -123,17 +111,17 @@ export function simulate(plan: Plan, options: SimulateOptions = {}): SimulationR
   if (t.activation_checkpointing !== false) {
     throw new InputError('training.activation_checkpointing', 'activation checkpointing is not simulated yet');
   }
-  const spec = options.device ?? H100_SXM;
+  const spec = options.device;
   const memoryLimitBytes = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
-    device: new SimulatedDevice(spec.totalMemoryBytes - spec.nonPyTorchBytes),
-    totalGlobalMemBytes: spec.totalMemoryBytes,
+    device: new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes),
+    totalGlobalMemBytes: spec.total_memory_bytes,
     memoryLimitBytes,
-    nonPyTorchBytes: spec.nonPyTorchBytes,
+    nonPyTorchBytes: spec.non_pytorch_bytes,
     onTrace: options.onTrace,
   });
-  const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublasWorkspaceBytes, cublasLtBytes: spec.cublasLtWorkspaceBytes });
+  const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes });
   const autograd = new Autograd(cuda);
   const rt: Runtime = { cuda, autograd };
   const model = buildModel(plan);
@@ -220,7 +208,7 @@ export function simulate(plan: Plan, options: SimulateOptions = {}): SimulationR
   return {
     peakAllocatedBytes,
     peakReservedBytes,
-    nvidiaSmiBytes: peakReservedBytes + spec.nonPyTorchBytes,
+    nvidiaSmiBytes: peakReservedBytes + spec.non_pytorch_bytes,
     steps,
     breakdownAtPeak: breakdown,
     largestAtPeak: peakLive.sort((a, b) => b.bytes - a.bytes).slice(0, 20),

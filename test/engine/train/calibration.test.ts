@@ -9,6 +9,7 @@ import { InputError } from '../../../engine/errors.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import { planGpu } from '../../../cli/gpus.ts';
 
 const dir = new URL('../../fixtures/calibration/', import.meta.url);
 const cases = readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
@@ -41,7 +42,8 @@ describe('calibration against an H100', () => {
     it(name, () => {
       let result;
       try {
-        result = simulate(parsePlan(m.plan));
+        const plan = parsePlan(m.plan);
+        result = simulate(plan, { device: planGpu(plan) });
       } catch (error) {
         // Not simulated yet: the engine says so clearly (a user's plan gets the same message).
         expect(error).toBeInstanceOf(InputError);
@@ -71,7 +73,9 @@ describe('the allocation sequence of exact cases', () => {
       const m = load(name);
       const real = readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace;
       const sim: string[] = [];
-      simulate(parsePlan(m.plan), {
+      const plan = parsePlan(m.plan);
+      simulate(plan, {
+        device: planGpu(plan),
         onTrace: (action, _addr, size) => {
           if (action !== 'free_requested') sim.push(`${action} ${size}`);
         },
