@@ -7,9 +7,19 @@
  * bias gets `grad` itself, which the engine sums to [out_features].
  */
 import type { Tensor } from '../tensor/tensor.ts';
+import { castLower } from './autocast.ts';
 import type { Runtime } from './runtime.ts';
 
+/** `F.linear(x, weight, bias)`; under autocast on its (cast) arguments. */
 export function linear(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
+  if (!rt.autocast) return linearImpl(rt, x, weight, bias, label);
+  const [xc, wc, bc] = castLower(rt, [x, weight, bias], [`${label} input`, `${label} weight`, `${label} bias`]);
+  const out = linearImpl(rt, xc!, wc!, bc ?? null, label);
+  for (const t of [xc, wc, bc]) rt.cuda.release(t);
+  return out;
+}
+
+function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const outFeatures = weight.shape[0]!;
   const weightT = autograd.view('TBackward0', weight, [weight.shape[1]!, outFeatures]);
@@ -17,7 +27,9 @@ export function linear(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   cuda.gemm(bias ? 'cublaslt' : 'cublas');
   const xNeedsGrad = autograd.needsGrad([x]);
   const wNeedsGrad = autograd.needsGrad([weight]);
-  const saved = wNeedsGrad ? [cuda.ref(x)] : [];
+  const saved: Tensor[] = [];
+  if (wNeedsGrad) saved.push(cuda.ref(x)); // mat1, for grad_weight
+  if (xNeedsGrad) saved.push(cuda.ref(weightT)); // mat2, for grad_input (under autocast: the cast weight)
   // addmm(self=bias, mat1=input, mat2=weight.t()): the edges in that order.
   autograd.record('AddmmBackward0', [bias, x, weightT], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];

@@ -6,9 +6,20 @@
  */
 import { accType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { castFp32 } from './autocast.ts';
+import { addScalarInPlace, meanLastDim, mul, rsqrt, square, toDType } from './elementwise.ts';
 import type { Runtime } from './runtime.ts';
 
+/** `F.layer_norm`; autocast runs it in fp32 (its input cast if needed). */
 export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
+  if (!rt.autocast) return layerNormImpl(rt, x, weight, bias, label);
+  const xc = castFp32(rt, x, `${label} input`);
+  const out = layerNormImpl(rt, xc, weight, bias, label);
+  rt.cuda.release(xc);
+  return out;
+}
+
+function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
@@ -28,7 +39,14 @@ export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor |
   return out;
 }
 
+/**
+ * `F.rms_norm` (nn.RMSNorm). `_fused_rms_norm` when the weight's dtype is the input's; otherwise (e.g. fp32
+ * weights under autocast, where rms_norm is on no cast list) `rms_norm_composite` (layer_norm.cpp):
+ * upcast, `rsqrt(pow(x, 2).mean(-1, keepdim).add_(eps))`, `x * rsqrt`, `* weight`, `.type_as(input)`; each
+ * step with its own autograd node (measured on the H100 under autocast bf16).
+ */
 export function rmsNorm(rt: Runtime, x: Tensor, weight: Tensor, label: string): Tensor {
+  if (x.dtype !== weight.dtype) return rmsNormComposite(rt, x, weight, label);
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
@@ -41,5 +59,26 @@ export function rmsNorm(rt: Runtime, x: Tensor, weight: Tensor, label: string): 
     const dw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
     return [dx, dw];
   });
+  return out;
+}
+
+function rmsNormComposite(rt: Runtime, x: Tensor, weight: Tensor, label: string): Tensor {
+  const { cuda } = rt;
+  const upcast = toDType(rt, x, accType(x.dtype), `${label} upcast`);
+  const squared = square(rt, upcast, `${label} pow(2)`);
+  const mean = meanLastDim(rt, squared, `${label} mean`);
+  const meanEps = addScalarInPlace(rt, mean);
+  const inv = rsqrt(rt, meanEps, `${label} rsqrt`);
+  // the full expression ends: its temporaries die last-made first
+  cuda.release(meanEps);
+  cuda.release(mean);
+  cuda.release(squared);
+  const normed = mul(rt, upcast, inv, `${label} x * rsqrt`);
+  const scaled = mul(rt, normed, weight, `${label} * weight`);
+  cuda.release(normed);
+  const out = toDType(rt, scaled, x.dtype, label);
+  cuda.release(scaled);
+  cuda.release(inv);
+  cuda.release(upcast);
   return out;
 }

@@ -1,8 +1,11 @@
 /** What every op needs: the simulated GPU and autograd. */
 import type { Autograd } from '../autograd/engine.ts';
 import type { CudaDevice } from '../tensor/cuda.ts';
+import type { Autocast } from './autocast.ts';
 
 export interface Runtime {
   cuda: CudaDevice;
   autograd: Autograd;
+  /** The active `torch.autocast` region, or null. */
+  autocast: Autocast | null;
 }

@@ -13,6 +13,7 @@ import { memorySummary } from '../allocator/format.ts';
 import { InputError } from '../errors.ts';
 import { layerListModel } from '../models/layer-list.ts';
 import type { TrainableModel } from '../models/model.ts';
+import { Autocast } from '../ops/autocast.ts';
 import { divScalar } from '../ops/pointwise.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Plan } from '../plan/schema.ts';
@@ -105,8 +106,8 @@ export interface SimulateOptions {
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
   const t = plan.training;
-  if (t.precision === 'amp_fp16' || t.precision === 'amp_bf16') {
-    throw new InputError('training.precision', `${t.precision} (autocast) is not simulated yet; this version simulates fp32, bf16 and fp16 weights`);
+  if (t.precision === 'amp_fp16') {
+    throw new InputError('training.precision', 'amp_fp16 (autocast with GradScaler) is not simulated yet; this version simulates fp32, amp_bf16, bf16 and fp16');
   }
   if (t.activation_checkpointing !== false) {
     throw new InputError('training.activation_checkpointing', 'activation checkpointing is not simulated yet');
@@ -123,7 +124,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   });
   const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes });
   const autograd = new Autograd(cuda);
-  const rt: Runtime = { cuda, autograd };
+  const rt: Runtime = { cuda, autograd, autocast: null };
+  const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : null;
   const model = buildModel(plan);
 
   let peakLive: LiveTensor[] = [];
@@ -165,10 +167,15 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
         const batch = model.makeInputs(rt, t.batch_size);
         for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]); // the old tuple dies: last element first
         inputs = batch;
+        if (autocastDType) rt.autocast = new Autocast(autocastDType); // with torch.autocast(...): forward, loss, division
         const rawLoss = model.loss(rt, inputs);
         cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
         loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
         cuda.release(rawLoss);
+        if (rt.autocast) {
+          rt.autocast.exit(rt);
+          rt.autocast = null;
+        }
         result.afterForwardBytes.push(allocator.allocatedBytes);
         cuda.phase = 'backward';
         const rootGrad = cuda.empty(loss.shape, loss.dtype, 'ones_like(loss)');

@@ -1,0 +1,71 @@
+/**
+ * `torch.autocast` on CUDA (`aten/src/ATen/autocast_mode.cpp`), as memory sees it.
+ * - Ops on the lower-precision list (linear, matmul, conv) cast their floating-point arguments to the autocast
+ *   dtype; ops on the fp32 list (layer_norm, nll_loss, ...) cast lower-precision arguments to fp32. An argument
+ *   already of that dtype is used as it is.
+ * - Arguments are cast right to left (C++ evaluates the autocast wrapper's call arguments that way with GCC;
+ *   measured on the H100: a linear's bias cast is allocated before its weight's, the weight's before the input's).
+ * - Casts of leaves that require grad (parameters) are cached for the autocast region (`cached_cast`), and the
+ *   cache is cleared when the outermost region exits.
+ * - Each cast is a `_to_copy` with a ToCopyBackward0 node: its backward allocates the gradient in the original dtype.
+ */
+import type { DType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { Runtime } from './runtime.ts';
+
+export type AutocastDType = 'bfloat16' | 'float16';
+
+export class Autocast {
+  readonly dtype: AutocastDType;
+  /** The weight-cast cache, in insertion order. */
+  private readonly cache = new Map<object, Tensor>();
+
+  constructor(dtype: AutocastDType) {
+    this.dtype = dtype;
+  }
+
+  /** `cached_cast(dtype, t)`: a new reference to t in `dtype` (the caller releases it). */
+  cast(rt: Runtime, t: Tensor, dtype: DType, label: string): Tensor {
+    const { cuda, autograd } = rt;
+    if (t.dtype === dtype || !isFloating(t.dtype)) return cuda.ref(t);
+    const cacheable = t.leaf !== null && t.requiresGrad;
+    if (cacheable) {
+      const hit = this.cache.get(t.storage);
+      if (hit) return cuda.ref(hit);
+    }
+    const out = cuda.empty(t.shape, dtype, `${label} (autocast to ${dtype})`, 'activation');
+    autograd.record('ToCopyBackward0', [t], [out], [], ([grad]) => [grad ? cuda.empty(t.shape, t.dtype, `grad of ${label} (back to ${t.dtype})`) : null]);
+    if (cacheable) {
+      this.cache.set(t.storage, out);
+      return cuda.ref(out);
+    }
+    return out;
+  }
+
+  /** Leaving the outermost autocast region: the cached casts are dropped (`clear_cache`). */
+  exit(rt: Runtime): void {
+    for (const t of this.cache.values()) rt.cuda.release(t);
+    this.cache.clear();
+  }
+}
+
+function isFloating(dtype: DType): boolean {
+  return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16';
+}
+
+/** Casts `args` (right to left, as the autocast wrappers evaluate them) for an op of the lower-precision list. */
+export function castLower(rt: Runtime, args: readonly (Tensor | null)[], labels: readonly string[]): (Tensor | null)[] {
+  const ac = rt.autocast;
+  const out = new Array<Tensor | null>(args.length).fill(null);
+  for (let i = args.length - 1; i >= 0; i--) {
+    const t = args[i];
+    out[i] = t ? (ac ? ac.cast(rt, t, ac.dtype, labels[i] ?? '') : rt.cuda.ref(t)) : null;
+  }
+  return out;
+}
+
+/** Casts one argument of an op of the fp32 list. */
+export function castFp32(rt: Runtime, t: Tensor, label: string): Tensor {
+  const ac = rt.autocast;
+  return ac ? ac.cast(rt, t, 'float32', label) : rt.cuda.ref(t);
+}
