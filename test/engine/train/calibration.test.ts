@@ -38,11 +38,12 @@ const EXACT = [
  */
 function normalized(events: readonly { action: string; addr: number; size: number }[]): string[] {
   const ids = new Map<number, number>();
+  let allocations = 0;
   const out: string[] = [];
   let run: string[] = [];
   for (const e of events) {
     if (e.action === 'free_requested') continue;
-    if (e.action === 'alloc') ids.set(e.addr, ids.size + 1);
+    if (e.action === 'alloc') ids.set(e.addr, ++allocations);
     if (e.action === 'free_completed') {
       run.push(`free ${ids.get(e.addr)}`);
       continue;
