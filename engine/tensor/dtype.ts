@@ -1,5 +1,6 @@
 /** PyTorch dtypes and their element sizes (`c10/core/ScalarType.h`). */
 export const DTYPE_BYTES = {
+  float64: 8,
   float32: 4,
   float16: 2,
   bfloat16: 2,

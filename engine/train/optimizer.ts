@@ -28,6 +28,11 @@ export class Optimizer {
     this.impl = impl;
   }
 
+  /** Fused implementations unscale the gradients themselves (`_step_supports_amp_scaling`). */
+  get supportsAmpScaling(): boolean {
+    return this.impl === 'fused';
+  }
+
   /** Bytes of optimizer state held now. */
   get stateBytes(): number {
     let n = 0;

@@ -21,6 +21,7 @@ import { CudaDevice, type TimelinePoint } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
 import type { MemoryCategory, Storage, Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
+import { GradScaler } from './grad-scaler.ts';
 import type { GpuSpec } from '../gpu/catalog.ts';
 
 /** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
@@ -106,9 +107,6 @@ export interface SimulateOptions {
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
   const t = plan.training;
-  if (t.precision === 'amp_fp16') {
-    throw new InputError('training.precision', 'amp_fp16 (autocast with GradScaler) is not simulated yet; this version simulates fp32, amp_bf16, bf16 and fp16');
-  }
   if (t.activation_checkpointing !== false) {
     throw new InputError('training.activation_checkpointing', 'activation checkpointing is not simulated yet');
   }
@@ -125,7 +123,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes });
   const autograd = new Autograd(cuda);
   const rt: Runtime = { cuda, autograd, autocast: null };
-  const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : null;
+  const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
+  const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
   const model = buildModel(plan);
 
   let peakLive: LiveTensor[] = [];
@@ -178,13 +177,21 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
         }
         result.afterForwardBytes.push(allocator.allocatedBytes);
         cuda.phase = 'backward';
-        const rootGrad = cuda.empty(loss.shape, loss.dtype, 'ones_like(loss)');
-        autograd.backward(loss, rootGrad);
+        // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
+        const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
+        const rootGrad = cuda.empty(root.shape, root.dtype, 'ones_like(loss)');
+        autograd.backward(root, rootGrad);
         cuda.release(rootGrad);
+        cuda.release(root);
         result.afterBackwardBytes.push(allocator.allocatedBytes);
       }
       cuda.phase = 'optimizer';
-      optimizer.step();
+      if (scaler) {
+        scaler.step(rt, optimizer);
+        scaler.update(rt);
+      } else {
+        optimizer.step();
+      }
       result.afterOptimizerStepBytes = allocator.allocatedBytes;
       cuda.phase = 'zero_grad';
       optimizer.zeroGrad();

@@ -29,6 +29,8 @@ const EXACT = [
   'mlp_fp32_adam_foreach',
   'mlp_fp32_adamw_forloop_accum2',
   'mlp_amp_bf16_adamw_foreach',
+  'mlp_amp_fp16_sgd_foreach',
+  'mlp_amp_fp16_adam_fused',
 ];
 
 /**
