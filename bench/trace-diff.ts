@@ -10,13 +10,15 @@ import { parseSnapshot } from '../engine/snapshot/snapshot.ts';
 import { parsePlan } from '../engine/plan/parse.ts';
 import { simulate } from '../engine/train/simulate.ts';
 import { planGpu } from '../cli/gpus.ts';
-const name = process.argv[2]!;
-const dir = new URL('../test/fixtures/calibration/', import.meta.url).pathname;
-const meta = JSON.parse(readFileSync(dir + name + '.json', 'utf8'));
-const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(dir + name + '.pickle.gz')))).trace.filter(e => e.action === 'alloc' || e.action === 'free_completed' || e.action.startsWith('segment'));
+// NAME of test/fixtures/calibration, or a path to a measurement .json with its .pickle(.gz) beside it
+const arg = process.argv[2]!;
+const base = arg.endsWith('.json') ? arg.slice(0, -5) : new URL(`../test/fixtures/calibration/${arg}`, import.meta.url).pathname;
+const meta = JSON.parse(readFileSync(base + '.json', 'utf8'));
+const pickleFile = [base + '.pickle.gz', base + '.pickle'].find((f) => { try { readFileSync(f); return true; } catch { return false; } })!;
+const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(pickleFile)))).trace.filter(e => e.action === 'alloc' || e.action === 'free_completed' || e.action.startsWith('segment'));
 const sim: { action: string; size: number; addr: number }[] = [];
 const labels: string[] = [];
-const plan = parsePlan(meta.plan);
+const plan = parsePlan(meta.cap?.allowed_bytes ? { ...meta.plan, gpu: { memory_limit_bytes: meta.cap.allowed_bytes } } : meta.plan);
 const res = simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size) => { if (action !== 'free_requested') sim.push({ action, size, addr }); } });
 console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
 // compare alloc/free sequences by size, with ids

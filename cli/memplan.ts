@@ -7,6 +7,7 @@ import packageJson from '../package.json' with { type: 'json' };
 import { InputError } from '../engine/errors.ts';
 import { replayCommand } from './commands/replay.ts';
 import { simulateCommand } from './commands/simulate.ts';
+import { maxBatchCommand } from './commands/max-batch.ts';
 
 interface Command {
   summary: string;
@@ -16,6 +17,7 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   simulate: simulateCommand,
+  'max-batch': maxBatchCommand,
   replay: replayCommand,
 };
 

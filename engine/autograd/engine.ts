@@ -175,7 +175,7 @@ export class Autograd {
         const g = outputs[i];
         const shape = node.inputShapes[i];
         if (g && shape && node.next[i] && numel(g.shape) !== numel(shape)) {
-          const reduced = device.empty(shape, g.dtype, `sum_to in ${node.name}`);
+          const reduced = device.sumTo(g, shape, `sum_to in ${node.name}`);
           device.release(g);
           outputs[i] = reduced;
         }

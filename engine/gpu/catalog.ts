@@ -38,6 +38,10 @@ export const gpuSpecSchema = z
     largest_reservable_bytes: positiveInt.optional(),
     /** PyTorch's default cuBLAS/hipBLAS workspace per (thread, stream), allocated through the caching allocator. */
     cublas_workspace_bytes: positiveInt,
+    /** `multiProcessorCount` (SMs; compute units on AMD): CUDA reductions size their launch, and their workspace, by it. */
+    multi_processor_count: positiveInt,
+    /** `maxThreadsPerMultiProcessor` (from the vendor's occupancy tables: 2048 on sm70/80/90/100, 1536 on sm86/89/120, 1024 on sm75). */
+    max_threads_per_multi_processor: positiveInt,
     notes: z.string(),
   })
   .superRefine((gpu, ctx) => {

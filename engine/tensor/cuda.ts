@@ -6,7 +6,8 @@
  * Records the timeline of allocated and reserved bytes by phase.
  */
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
-import type { DType } from './dtype.ts';
+import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
+import { reductionWorkspace, type ReductionDevice } from '../ops/reduce-config.ts';
 import { Storage, Tensor, nbytes, type MemoryCategory } from './tensor.ts';
 
 export type Thread = 'main' | 'autograd';
@@ -43,9 +44,39 @@ export class CudaDevice {
   onPeak: ((live: ReadonlySet<Storage>) => void) | undefined;
   private peakAllocated = 0;
 
-  constructor(allocator: CachingAllocator, workspaces: Workspaces) {
+  private readonly reductionDevice: ReductionDevice;
+
+  constructor(allocator: CachingAllocator, workspaces: Workspaces, reductionDevice: ReductionDevice) {
     this.allocator = allocator;
     this.workspaces = workspaces;
+    this.reductionDevice = reductionDevice;
+  }
+
+  /**
+   * `at::sum_to(t, outputShape)` (a bias gradient summed over the batch, a [N, 1] statistic's over its row): the
+   * result, after the reduction kernel's global-memory workspace came and went (ops/reduce-config.ts).
+   */
+  sumTo(t: Tensor, outputShape: readonly number[], label: string): Tensor {
+    const out = this.empty(outputShape, t.dtype, label);
+    const numOutputs = out.numel;
+    const [buffer, semaphores] = reductionWorkspace(
+      {
+        numOutputs,
+        inputsPerOutput: numOutputs === 0 ? 0 : t.numel / numOutputs,
+        // Reduced dimensions are the innermost ones (a row sum) when the result keeps the leading extents.
+        reduceFastest: outputShape.length === t.shape.length && outputShape[outputShape.length - 1] === 1 && (t.shape[t.shape.length - 1] ?? 1) > 1,
+        elementBytes: DTYPE_BYTES[t.dtype],
+        accumulateBytes: DTYPE_BYTES[accType(t.dtype)],
+      },
+      this.reductionDevice,
+    );
+    if (buffer > 0) {
+      const b = this.empty([buffer], 'uint8', `${label}: reduction buffer`, 'workspace');
+      const s = this.empty([semaphores], 'uint8', `${label}: reduction semaphores`, 'workspace');
+      this.release(b);
+      this.release(s);
+    }
+    return out;
   }
 
   /** `at::empty`: a new tensor with its own storage. */

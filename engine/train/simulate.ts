@@ -25,7 +25,10 @@ import { GradScaler } from './grad-scaler.ts';
 import type { GpuSpec } from '../gpu/catalog.ts';
 
 /** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
-export type DeviceSpec = Pick<GpuSpec, 'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes'>;
+export type DeviceSpec = Pick<
+  GpuSpec,
+  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor'
+>;
 
 /** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
 const kCublasLtWorkspaceBytes = 1_048_576;
@@ -120,7 +123,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     nonPyTorchBytes: spec.non_pytorch_bytes,
     onTrace: options.onTrace,
   });
-  const cuda = new CudaDevice(allocator, { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes });
+  const cuda = new CudaDevice(
+    allocator,
+    { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes },
+    { multiProcessorCount: spec.multi_processor_count, maxThreadsPerMultiProcessor: spec.max_threads_per_multi_processor },
+  );
   const autograd = new Autograd(cuda);
   const rt: Runtime = { cuda, autograd, autocast: null };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;

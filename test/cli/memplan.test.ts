@@ -119,3 +119,46 @@ describe('memplan', () => {
     expect(r.status).toBe(0);
   });
 });
+
+describe('memplan simulate and max-batch', () => {
+  const plan = join(root, 'examples/mlp-fp16.plan.json');
+
+  it('simulate --json prints the peaks in whole bytes and the breakdown', () => {
+    const r = memplan('simulate', plan, '--json');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(Number.isSafeInteger(out.peak_allocated_bytes)).toBe(true);
+    expect(out.peak_reserved_bytes).toBeGreaterThanOrEqual(out.peak_allocated_bytes);
+    expect(out.breakdown_at_peak.parameter).toBeGreaterThan(0);
+    expect(out.steps).toHaveLength(3);
+  });
+
+  it('simulate names the field of a bad plan and exits 2', () => {
+    const bad = join(scratch, 'bad-plan.json');
+    writeFileSync(bad, JSON.stringify({ format: 'memplan.plan', version: 1, model: { layers: [{ type: 'relu' }], input_features: 8 }, training: { batch_size: -3 } }));
+    const r = memplan('simulate', bad);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe('memplan: training.batch_size: must be a positive integer');
+    writeFileSync(bad, '{ not json');
+    expect(memplan('simulate', bad).stderr).toContain('not valid JSON');
+  });
+
+  it('max-batch --json finds the largest batch under a cap and lists its trials', () => {
+    const r = memplan('max-batch', plan, '--memory-limit-bytes', String(2 ** 31), '--json');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.max_batch).toBeGreaterThan(0);
+    expect(out.trials.some((t: { batch: number; fits: boolean }) => t.batch === out.max_batch && t.fits)).toBe(true);
+    expect(out.trials.some((t: { batch: number; fits: boolean }) => t.batch === out.max_batch + 1 && !t.fits)).toBe(true);
+    expect(out.recommended_batch).toBeLessThanOrEqual(out.max_batch);
+  });
+
+  it('max-batch takes a GPU of the catalog by its torch name and rejects unknown ones', () => {
+    const ok = memplan('max-batch', plan, '--gpu', 'nvidia h100 80gb hbm3', '--json');
+    expect(ok.code).toBe(0);
+    const bad = memplan('max-batch', plan, '--gpu', 'h100-sxn');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('gpu.name');
+    expect(bad.stderr).toContain('h100-sxm');
+  });
+});

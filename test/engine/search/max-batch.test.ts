@@ -1,0 +1,79 @@
+/**
+ * Whether a batch fits, and the largest that does, against real runs on an H100:
+ * - test/fixtures/boundary: fresh-process runs at and around the predicted largest batch, under
+ *   set_per_process_memory_fraction caps (resources/measure/memplan_measure.py `plan`);
+ * - test/fixtures/maxbatch: searches run on the GPU as users run them (grow, bisect; every trial a few steps).
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { planGpu } from '../../../cli/gpus.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { findMaxBatch } from '../../../engine/search/max-batch.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+
+interface Measured {
+  plan: { training: Record<string, unknown> } & Record<string, unknown>;
+  status: 'ok' | 'oom';
+  cap: { allowed_bytes: number };
+  peak_allocated_bytes: number;
+  peak_reserved_bytes: number;
+}
+
+/** The plan with the cap PyTorch enforced (fraction × total memory, truncated). */
+function cappedPlan(m: { plan: unknown; cap: { allowed_bytes: number } }) {
+  return parsePlan({ ...(m.plan as object), gpu: { memory_limit_bytes: m.cap.allowed_bytes } });
+}
+
+const boundaryDir = new URL('../../fixtures/boundary/', import.meta.url);
+const boundary = readdirSync(boundaryDir).filter((f) => f.endsWith('.json')).sort();
+
+describe('fits or not, at the boundary', () => {
+  it('has the recorded runs', () => expect(boundary.length).toBeGreaterThanOrEqual(10));
+  for (const file of boundary) {
+    it(file, () => {
+      const m = JSON.parse(readFileSync(new URL(file, boundaryDir), 'utf8')) as Measured;
+      const plan = cappedPlan(m);
+      const r = simulate(plan, { device: planGpu(parsePlan(m.plan)) });
+      expect(r.oom === null ? 'ok' : 'oom').toBe(m.status);
+      if (m.status === 'ok') {
+        expect(r.peakAllocatedBytes).toBe(m.peak_allocated_bytes);
+        expect(r.peakReservedBytes).toBe(m.peak_reserved_bytes);
+      }
+    });
+  }
+});
+
+const searchDir = new URL('../../fixtures/maxbatch/', import.meta.url);
+
+describe('the largest batch against real searches', () => {
+  const simulated = readdirSync(searchDir).filter((f) => f.startsWith('mlp_')).sort();
+  for (const file of simulated) {
+    it(file, () => {
+      const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
+      const plan = cappedPlan(m);
+      const r = findMaxBatch(plan, { device: planGpu(parsePlan(m.plan)) });
+      // Never promise more than the real search found (2% tolerance, the target of issue #5).
+      expect(r.maxBatch).toBeLessThanOrEqual(Math.floor(m.max_batch * 1.02));
+      // Near the boundary "fits" is not monotonic (amp_bf16: 6272 fits, 6273 does not, 6528 fits; all three
+      // verified in fresh processes, test/fixtures/boundary), so a bisection's answer depends on what it probes.
+      expect(r.maxBatch).toBeGreaterThanOrEqual(Math.floor(m.max_batch * 0.95));
+      expect(r.recommendedBatch).toBeLessThanOrEqual(r.maxBatch);
+      expect(r.effectiveBatch).toBe(r.maxBatch * plan.training.grad_accumulation_steps);
+      const fitting = r.trials.filter((t) => t.fits).map((t) => t.batch);
+      expect(Math.max(...fitting)).toBe(r.maxBatch);
+      expect(r.trials.some((t) => t.batch === r.maxBatch + 1 && !t.fits)).toBe(true);
+    });
+  }
+
+  it('finds exactly the batch of the real search where fitting is monotonic', () => {
+    for (const [file, expected] of [
+      ['mlp_fp16_sgdm_fused_cap2g.maxbatch.json', 11776],
+      ['mlp_amp_fp16_sgd_accum2_cap2_5g.maxbatch.json', 6144],
+      ['mlp_fp32_adam_foreach_expandable_cap4g.maxbatch.json', 12634],
+    ] as const) {
+      const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
+      expect(m.max_batch).toBe(expected);
+      expect(findMaxBatch(cappedPlan(m), { device: planGpu(parsePlan(m.plan)) }).maxBatch).toBe(expected);
+    }
+  });
+});
