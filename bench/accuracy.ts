@@ -45,3 +45,24 @@ if (allocatedErrors.length) {
   console.log(`peak allocated: median error ${pct(median(allocatedErrors))}, worst ${pct(Math.max(...allocatedErrors))} (targets 1%, 3%)`);
   console.log(`peak reserved:  median error ${pct(median(reservedErrors))}, worst ${pct(Math.max(...reservedErrors))} (targets 3%, 8%)`);
 }
+
+// Largest batch: predicted vs real searches on the H100 (test/fixtures/maxbatch). Target (issue #5): within 2%
+// of the real one, never above it by more than that.
+const { findMaxBatch } = await import('../engine/search/max-batch.ts');
+const searchDir = new URL('../test/fixtures/maxbatch/', import.meta.url);
+console.log('');
+console.log(`${'max-batch search'.padEnd(48)} ${'real'.padStart(7)} ${'sim'.padStart(7)} ${'diff'.padStart(8)}  time`);
+for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()) {
+  const m = JSON.parse(readFileSync(new URL(f, searchDir), 'utf8'));
+  const name = f.replace('.maxbatch.json', '');
+  try {
+    const plan = parsePlan({ ...m.plan, gpu: { memory_limit_bytes: m.cap.allowed_bytes } });
+    const t0 = performance.now();
+    const r = findMaxBatch(plan, { device: planGpu(parsePlan(m.plan)) });
+    const ms = performance.now() - t0;
+    console.log(`${name.padEnd(48)} ${String(m.max_batch).padStart(7)} ${String(r.maxBatch).padStart(7)} ${pct((r.maxBatch - m.max_batch) / m.max_batch).padStart(8)}  ${ms.toFixed(0)} ms`);
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    console.log(`${name.padEnd(48)} ${String(m.max_batch).padStart(7)} not simulated yet`);
+  }
+}

@@ -53,3 +53,34 @@ const replayMs = meanMs(replay);
 const parseMs = meanMs(parse);
 console.log(`replay: ${replayMs.toFixed(1)} ms per pass -> ${((totalEvents / replayMs) * 1000 / 1e6).toFixed(2)} million trace events/s (target >= 2)`);
 console.log(`snapshot parsing: ${parseMs.toFixed(1)} ms per pass -> ${((totalBytes / parseMs) * 1000 / 1e6).toFixed(1)} MB/s, ${((totalEvents / parseMs) * 1000 / 1e6).toFixed(2)} million events/s`);
+
+// Simulating training steps: a large layer list (80 residual blocks of RMSNorm and two 4096x14336 linears, about
+// 9.7 billion parameters, bf16 with fused AdamW), to show how the engine scales with model size.
+const { parsePlan } = await import('../engine/plan/parse.ts');
+const { simulate } = await import('../engine/train/simulate.ts');
+const { findMaxBatch } = await import('../engine/search/max-batch.ts');
+const { planGpu } = await import('../cli/gpus.ts');
+const big = parsePlan({
+  format: 'memplan.plan',
+  version: 1,
+  name: 'bench: 80 wide blocks',
+  model: {
+    input_features: 4096,
+    layers: [
+      { type: 'repeat', count: 80, layers: [{ type: 'residual', layers: [{ type: 'rms_norm', normalized_shape: 4096 }, { type: 'linear', in_features: 4096, out_features: 14336, bias: false }, { type: 'silu' }, { type: 'linear', in_features: 14336, out_features: 4096, bias: false }] }] },
+      { type: 'linear', in_features: 4096, out_features: 32000 },
+    ],
+  },
+  training: { batch_size: 8, precision: 'bf16', optimizer: 'adamw', optimizer_impl: 'fused' },
+  gpu: { name: 'h200' },
+});
+const device = planGpu(big);
+simulate(big, { device }); // warm up
+let t0 = performance.now();
+const result = simulate(big, { device });
+const simulateMs = performance.now() - t0;
+console.log(`simulate a ${(result.parameterCount / 1e9).toFixed(1)}B-parameter layer list, 3 steps: ${simulateMs.toFixed(0)} ms`);
+t0 = performance.now();
+const search = findMaxBatch(big, { device });
+console.log(`max-batch search on it (H200): ${(performance.now() - t0).toFixed(0)} ms over ${search.trials.length} trials (max batch ${search.maxBatch})`);
+console.log(`process peak memory (max RSS, everything above included): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
