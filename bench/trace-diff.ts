@@ -29,4 +29,5 @@ const sortFreeRuns = (xs: string[]) => { const out: string[] = []; let run: stri
 const a = sortFreeRuns(norm(real)), b = sortFreeRuns(norm(sim));
 let i = 0; while (i < Math.min(a.length, b.length) && a[i] === b[i]) i++;
 console.log('events real', a.length, 'sim', b.length, 'first difference at', i);
-for (let k = Math.max(0, i - 5); k < Math.min(Math.max(a.length, b.length), i + 12); k++) console.log(k, (a[k] ?? '').padEnd(40), b[k] ?? '');
+const before = Number(process.env.BEFORE ?? 5), after = Number(process.env.AFTER ?? 12);
+for (let k = Math.max(0, i - before); k < Math.min(Math.max(a.length, b.length), i + after); k++) console.log(k, (a[k] ?? '').padEnd(40), b[k] ?? '');

@@ -69,8 +69,39 @@ export class Parameter {
   }
 }
 
+/** Thrown by the recomputation of a checkpointed region once it has recomputed every saved tensor. */
+export class StopRecomputation extends Error {}
+
+/**
+ * A region run under `torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)`
+ * (`_checkpoint_without_reentrant_generator`): its nodes keep only holders for their saved tensors; the first
+ * node that unpacks one re-runs fn (early stop: right after the last saved tensor is packed again), and each
+ * node frees its recomputed tensors after its own backward. The input stays saved until the frame dies.
+ */
+export class CheckpointFrame {
+  /** Saved tensors packed in the original forward (holders). */
+  holders = 0;
+  /** Recomputed saved tensors, by holder index. */
+  readonly stored: (Tensor | null)[] = [];
+  packed = 0;
+  recomputed = false;
+  /** Nodes with holders whose variables have not been released yet; the frame dies with the last. */
+  liveHolderNodes = 0;
+  input: Tensor | null;
+  readonly run: (x: Tensor) => Tensor;
+
+  constructor(input: Tensor, run: (x: Tensor) => Tensor) {
+    this.input = input;
+    this.run = run;
+  }
+}
+
 export class Autograd {
   private sequenceNr = 0;
+  /** The checkpointed region whose forward is running, or null. */
+  frame: CheckpointFrame | null = null;
+  /** The checkpointed region being recomputed in backward, or null. */
+  private recomputing: CheckpointFrame | null = null;
   /** `torch.no_grad()`: nothing is recorded. */
   gradMode = true;
   private readonly device: CudaDevice;
@@ -103,6 +134,16 @@ export class Autograd {
       return false;
     }
     const device = this.device;
+    const recomputing = this.recomputing;
+    if (recomputing) {
+      // The pack hook of the recomputation stores each saved tensor for the node of the original forward.
+      for (const t of saved) recomputing.stored[recomputing.packed++] = device.escape(t);
+      for (const t of outputs) t.requiresGrad = true;
+      if (recomputing.packed >= recomputing.holders) throw new StopRecomputation();
+      return true;
+    }
+    const frame = this.frame;
+    if (frame) return this.recordInFrame(frame, name, inputs, outputs, saved, apply);
     let released = false;
     const node: Node = {
       name,
@@ -122,6 +163,91 @@ export class Autograd {
       t.outputSlot = i;
     });
     return true;
+  }
+
+  private recordInFrame(
+    frame: CheckpointFrame,
+    name: string,
+    inputs: readonly (Tensor | null)[],
+    outputs: readonly Tensor[],
+    saved: readonly Tensor[],
+    apply: BackwardFn,
+  ): boolean {
+    const device = this.device;
+    const start = frame.holders;
+    const count = saved.length;
+    frame.holders += count;
+    for (const t of saved) device.release(t); // the pack hook keeps a holder, not the tensor
+    if (count > 0) frame.liveHolderNodes++;
+    let released = false;
+    const node: Node = {
+      name,
+      seq: this.sequenceNr++,
+      next: inputs.map((t) => this.edge(t)),
+      inputShapes: inputs.map((t) => (t ? t.shape : [])),
+      numOutputs: outputs.length,
+      apply: (grads) => {
+        if (count > 0 && !frame.recomputed) this.recompute(frame);
+        return apply(grads);
+      },
+      releaseVariables: () => {
+        if (released || count === 0) return;
+        released = true;
+        for (let i = start; i < start + count; i++) {
+          device.release(frame.stored[i]);
+          frame.stored[i] = null;
+        }
+        if (--frame.liveHolderNodes === 0) {
+          device.release(frame.input); // the input saver goes with the frame
+          frame.input = null;
+        }
+      },
+    };
+    outputs.forEach((t, i) => {
+      t.gradFn = node;
+      t.outputSlot = i;
+    });
+    return true;
+  }
+
+  /** Re-runs a checkpointed region to recompute its saved tensors (`unpack_hook` -> `recompute_fn`). */
+  private recompute(frame: CheckpointFrame): void {
+    const device = this.device;
+    frame.recomputed = true;
+    const previousGradMode = this.gradMode;
+    this.gradMode = true;
+    this.recomputing = frame;
+    try {
+      device.withScope(() => {
+        const x = device.ref(frame.input!);
+        x.gradFn = null; // the saved input comes back detached, requiring grad
+        x.requiresGrad = true;
+        const out = frame.run(x);
+        device.release(out);
+        device.release(x);
+      });
+    } catch (error) {
+      if (!(error instanceof StopRecomputation)) throw error;
+    } finally {
+      this.recomputing = null;
+      this.gradMode = previousGradMode;
+    }
+  }
+
+  /** `checkpoint(fn, x, use_reentrant=False)`: runs fn(x) as a checkpointed region; returns its output. */
+  checkpoint(x: Tensor, run: (x: Tensor) => Tensor): Tensor {
+    const frame = new CheckpointFrame(this.device.ref(x), run);
+    const outer = this.frame;
+    this.frame = frame;
+    try {
+      return run(x);
+    } finally {
+      this.frame = outer;
+      if (frame.holders === 0) {
+        this.device.release(frame.input);
+        frame.input = null;
+      }
+    }
   }
 
   /**

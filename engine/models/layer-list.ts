@@ -20,6 +20,8 @@ import type { ParameterSpec, TrainableModel } from './model.ts';
 interface Layer {
   params: ParameterSpec[];
   forward(rt: Runtime, x: Tensor): Tensor;
+  /** Under activation checkpointing: the regions to checkpoint one after another (residual: itself; repeat: each body). */
+  checkpointRegions?: ((rt: Runtime, x: Tensor) => Tensor)[];
 }
 
 /** Runs layers in order, dropping each intermediate as nn.Sequential does. */
@@ -69,15 +71,13 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
       return { params: [], forward: (rt, x) => rt.cuda.view(x, [x.shape[0]!, x.numel / x.shape[0]!]) };
     case 'residual': {
       const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights));
-      return {
-        params: body.flatMap((l) => l.params),
-        forward: (rt, x) => {
-          const b = sequential(rt, body, x);
-          const out = add(rt, x, b, `${path} (residual add)`);
-          rt.cuda.release(b);
-          return out;
-        },
+      const forward = (rt: Runtime, x: Tensor) => {
+        const b = sequential(rt, body, x);
+        const out = add(rt, x, b, `${path} (residual add)`);
+        rt.cuda.release(b);
+        return out;
       };
+      return { params: body.flatMap((l) => l.params), forward, checkpointRegions: [forward] };
     }
     case 'repeat': {
       const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights)));
@@ -92,6 +92,7 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
           }
           return h;
         },
+        checkpointRegions: bodies.map((body) => (rt: Runtime, x: Tensor) => sequential(rt, body, x)),
       };
     }
     default:
@@ -117,7 +118,30 @@ function outputFeatures(layers: readonly LayerSpec[], features: number): number 
   return f;
 }
 
-export function layerListModel(layers: readonly LayerSpec[], inputFeatures: number, dtype: DType): TrainableModel {
+/**
+ * The model's forward: `for layer in layers: x = layer(x)`; with checkpointing, each top-level residual and each
+ * body of a top-level repeat runs as `x = checkpoint(region, x, use_reentrant=False)`.
+ */
+function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, checkpointing: boolean): Tensor {
+  let h = rt.cuda.ref(x);
+  for (const layer of layers) {
+    const regions = checkpointing ? layer.checkpointRegions : undefined;
+    if (!regions) {
+      const out = layer.forward(rt, h);
+      rt.cuda.release(h);
+      h = out;
+      continue;
+    }
+    for (const region of regions) {
+      const out = rt.autograd.checkpoint(h, (input) => region(rt, input));
+      rt.cuda.release(h);
+      h = out;
+    }
+  }
+  return h;
+}
+
+export function layerListModel(layers: readonly LayerSpec[], inputFeatures: number, dtype: DType, checkpointing = false): TrainableModel {
   outputFeatures(layers, inputFeatures); // checks the shapes line up
   const weights = new Map<string, Tensor>();
   const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights));
@@ -133,7 +157,7 @@ export function layerListModel(layers: readonly LayerSpec[], inputFeatures: numb
       return [x, y];
     },
     loss(rt, [x, y]) {
-      const out = sequential(rt, built, x!);
+      const out = layerListForward(rt, built, x!, checkpointing);
       const loss = crossEntropy(rt, out, y!);
       rt.cuda.release(out); // `out` is a local of the loss function: freed when it returns
       return loss;

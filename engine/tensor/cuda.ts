@@ -79,23 +79,58 @@ export class CudaDevice {
     return out;
   }
 
+  /**
+   * Every reference made while a scope is open (see `withScope`): an exception unwinding Python frames drops
+   * their locals, which the simulation mirrors by releasing what the scope still holds.
+   */
+  private scope: Tensor[] | null = null;
+
+  private track(t: Tensor): Tensor {
+    this.scope?.push(t);
+    return t;
+  }
+
+  /** Runs fn; if it throws, every reference it made and did not release or hand on (`escape`) is released. */
+  withScope<T>(fn: () => T): T {
+    const outer = this.scope;
+    const scope: Tensor[] = [];
+    this.scope = scope;
+    try {
+      return fn();
+    } catch (error) {
+      for (let i = scope.length - 1; i >= 0; i--) this.release(scope[i]);
+      throw error;
+    } finally {
+      this.scope = outer;
+    }
+  }
+
+  /** Keeps a reference made inside a scope alive past an exception (it has been handed to someone). */
+  escape(t: Tensor): Tensor {
+    if (this.scope) {
+      const i = this.scope.lastIndexOf(t);
+      if (i >= 0) this.scope.splice(i, 1);
+    }
+    return t;
+  }
+
   /** `at::empty`: a new tensor with its own storage. */
   empty(shape: readonly number[], dtype: DType, label: string, category: MemoryCategory = 'temporary'): Tensor {
     const size = nbytes(shape, dtype);
     const block = size === 0 ? null : this.allocator.malloc(size, 0, label);
     const storage = new Storage(size, block, label, category);
     if (block) this.afterChange(storage, true);
-    return new Tensor(shape, dtype, storage);
+    return this.track(new Tensor(shape, dtype, storage));
   }
 
   /** A view: another reference to t's storage, with its own shape. */
   view(t: Tensor, shape: readonly number[] = t.shape): Tensor {
-    return new Tensor(shape, t.dtype, t.storage);
+    return this.track(new Tensor(shape, t.dtype, t.storage));
   }
 
   /** Another reference to the same tensor (a Python name, a saved variable, an autograd buffer slot). */
   ref(t: Tensor): Tensor {
-    const r = new Tensor(t.shape, t.dtype, t.storage);
+    const r = this.track(new Tensor(t.shape, t.dtype, t.storage));
     r.gradFn = t.gradFn;
     r.outputSlot = t.outputSlot;
     r.requiresGrad = t.requiresGrad;

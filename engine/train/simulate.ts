@@ -81,7 +81,9 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
 function buildModel(plan: Plan): TrainableModel {
   const m = plan.model;
   const dtype = PARAM_DTYPE[plan.training.precision];
-  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, m.input_features, dtype);
+  if ('layers' in m && 'input_features' in m) {
+    return layerListModel(m.layers, m.input_features, dtype, plan.training.activation_checkpointing === 'non_reentrant');
+  }
   const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision' in m ? 'torchvision models' : 'layer lists on image or token inputs';
   throw new InputError('model', `${kind} are not simulated yet; this version simulates layer lists on feature vectors (input_features)`);
 }
@@ -110,8 +112,8 @@ export interface SimulateOptions {
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
   const t = plan.training;
-  if (t.activation_checkpointing !== false) {
-    throw new InputError('training.activation_checkpointing', 'activation checkpointing is not simulated yet');
+  if (t.activation_checkpointing === 'reentrant') {
+    throw new InputError('training.activation_checkpointing', 'reentrant checkpointing is not simulated yet; non_reentrant (the default of true) is');
   }
   const spec = options.device;
   const memoryLimitBytes = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
