@@ -69,7 +69,8 @@ class AddressSpace {
 export class SimulatedDevice implements DeviceMemory {
   private usedBytes = 0;
   private readonly addresses = new AddressSpace();
-  readonly capacityBytes: number;
+  /** What the allocator may take; the replay of an OOM sets it to what the real device had left. */
+  capacityBytes: number;
 
   constructor(capacityBytes: number = Number.POSITIVE_INFINITY) {
     this.capacityBytes = capacityBytes;
@@ -82,11 +83,20 @@ export class SimulatedDevice implements DeviceMemory {
   malloc(size: number): number | null {
     if (this.usedBytes + size > this.capacityBytes) return null;
     this.usedBytes += size;
-    return this.addresses.take(size);
+    return this.addressFor(size);
   }
 
   free(ptr: number, size: number): void {
     this.usedBytes -= size;
+    this.releaseAddress(ptr, size);
+  }
+
+  /** Where a new segment lands (first fit in a fixed address range). */
+  protected addressFor(size: number): number {
+    return this.addresses.take(size);
+  }
+
+  protected releaseAddress(ptr: number, size: number): void {
     this.addresses.give(ptr, size);
   }
 

@@ -145,6 +145,16 @@ export class Autograd {
     const frame = this.frame;
     if (frame) return this.recordInFrame(frame, name, inputs, outputs, saved, apply);
     let released = false;
+    this.attach(name, inputs, outputs, apply, () => {
+      if (released) return;
+      released = true;
+      for (const t of saved) device.release(t);
+    });
+    return true;
+  }
+
+  /** Makes the node and sets it as grad_fn of the outputs. */
+  private attach(name: string, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[], apply: BackwardFn, releaseVariables: () => void): void {
     const node: Node = {
       name,
       seq: this.sequenceNr++,
@@ -152,17 +162,12 @@ export class Autograd {
       inputShapes: inputs.map((t) => (t ? t.shape : [])),
       numOutputs: outputs.length,
       apply,
-      releaseVariables() {
-        if (released) return;
-        released = true;
-        for (const t of saved) device.release(t);
-      },
+      releaseVariables,
     };
     outputs.forEach((t, i) => {
       t.gradFn = node;
       t.outputSlot = i;
     });
-    return true;
   }
 
   private recordInFrame(
@@ -180,17 +185,15 @@ export class Autograd {
     for (const t of saved) device.release(t); // the pack hook keeps a holder, not the tensor
     if (count > 0) frame.liveHolderNodes++;
     let released = false;
-    const node: Node = {
+    this.attach(
       name,
-      seq: this.sequenceNr++,
-      next: inputs.map((t) => this.edge(t)),
-      inputShapes: inputs.map((t) => (t ? t.shape : [])),
-      numOutputs: outputs.length,
-      apply: (grads) => {
+      inputs,
+      outputs,
+      (grads) => {
         if (count > 0 && !frame.recomputed) this.recompute(frame);
         return apply(grads);
       },
-      releaseVariables: () => {
+      () => {
         if (released || count === 0) return;
         released = true;
         for (let i = start; i < start + count; i++) {
@@ -202,11 +205,7 @@ export class Autograd {
           frame.input = null;
         }
       },
-    };
-    outputs.forEach((t, i) => {
-      t.gradFn = node;
-      t.outputSlot = i;
-    });
+    );
     return true;
   }
 

@@ -5,7 +5,7 @@
  * JSON and pass it to `parseGpuCatalog` once, then look GPUs up with `findGpu`.
  */
 import { z } from 'zod';
-import { InputError } from '../errors.ts';
+import { InputError, describeSchemaIssue, fieldPath } from '../errors.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
@@ -75,22 +75,6 @@ function lookupKey(text: string): string {
   return text.trim().replace(/\s+/g, ' ').toLowerCase();
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
-  switch (issue.code) {
-    case 'invalid_type':
-      return issue.input === undefined ? `is required (${issue.expected})` : `expected ${issue.expected}`;
-    case 'unrecognized_keys':
-      return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-    case 'invalid_value':
-      return `expected ${issue.values.map((v) => JSON.stringify(v)).join(' or ')}`;
-    default:
-      return issue.message;
-  }
-}
-
-function fieldPath(path: readonly PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
-}
 
 /** The entry an issue is about, by its id where it has a readable one: `(entry "h100-sxm")`. */
 function entryLabel(value: unknown, path: readonly PropertyKey[]): string {
@@ -110,7 +94,7 @@ export function parseGpuCatalog(value: unknown): GpuCatalog {
   const result = gpuCatalogSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    throw new InputError(fieldPath(issue.path) || 'gpus.json', describeIssue(issue) + entryLabel(value, issue.path));
+    throw new InputError(fieldPath(issue.path) || 'gpus.json', describeSchemaIssue(issue) + entryLabel(value, issue.path));
   }
   const catalog = result.data;
   const owners = new Map<string, { id: string; index: number }>();

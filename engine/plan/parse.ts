@@ -3,27 +3,8 @@
  * with the field it concerns, e.g. `training.batch_size: must be a positive integer`.
  */
 import { z } from 'zod';
-import { InputError } from '../errors.ts';
+import { InputError, describeSchemaIssue, fieldPath } from '../errors.ts';
 import { planSchema, type Plan } from './schema.ts';
-
-function fieldPath(path: readonly PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
-}
-
-function describeIssue(issue: z.core.$ZodIssue): string {
-  switch (issue.code) {
-    case 'invalid_type':
-      return issue.input === undefined ? `is required (${issue.expected})` : `expected ${issue.expected}`;
-    case 'unrecognized_keys':
-      return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-    case 'invalid_value':
-      return `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
-    case 'invalid_union':
-      return 'does not match any accepted form (see docs/plan-format.md)';
-    default:
-      return issue.message;
-  }
-}
 
 export function parsePlan(value: unknown): Plan {
   const result = planSchema.safeParse(value);
@@ -35,7 +16,7 @@ export function parsePlan(value: unknown): Plan {
     const deepest = issue.errors.flat().sort((a, b) => b.path.length - a.path.length)[0];
     if (deepest) best = { ...deepest, path: [...issue.path, ...deepest.path] };
   }
-  throw new InputError(fieldPath(best.path) || 'plan', describeIssue(best));
+  throw new InputError(fieldPath(best.path) || 'plan', describeSchemaIssue(best));
 }
 
 export function parsePlanText(text: string, source = 'plan'): Plan {

@@ -68,51 +68,22 @@ export interface ReplayReport {
 const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
 
 /** The device for a replay: real segment addresses where the simulator matches the real run. */
-class ReplayDevice implements DeviceMemory {
-  private readonly inner: SimulatedDevice;
+class ReplayDevice extends SimulatedDevice {
   /** Real segment_alloc events waiting for the simulator's matching cudaMalloc. */
   pendingRealSegments: SnapshotTraceEvent[] = [];
-  capacityBytes: number;
-  private usedBytes = 0;
+  /** Addresses of segments the real run never made (the simulator's own choice). */
+  private readonly ownAddresses = new Set<number>();
 
-  constructor() {
-    this.inner = new SimulatedDevice();
-    this.capacityBytes = Number.POSITIVE_INFINITY;
-  }
-
-  get freeBytes(): number {
-    return this.capacityBytes - this.usedBytes;
-  }
-
-  malloc(size: number): number | null {
-    if (this.usedBytes + size > this.capacityBytes) return null;
-    this.usedBytes += size;
+  protected override addressFor(size: number): number {
     const i = this.pendingRealSegments.findIndex((e) => e.action === 'segment_alloc' && e.size === size);
-    if (i >= 0) {
-      const [real] = this.pendingRealSegments.splice(i, 1);
-      return real!.addr;
-    }
-    return this.inner.malloc(size)!;
+    if (i >= 0) return this.pendingRealSegments.splice(i, 1)[0]!.addr;
+    const ptr = super.addressFor(size);
+    this.ownAddresses.add(ptr);
+    return ptr;
   }
 
-  free(ptr: number, size: number): void {
-    this.usedBytes -= size;
-    if (ptr >= 0x7f00_0000_0000 && ptr < 0x7fff_0000_0000) this.inner.free(ptr, size);
-  }
-
-  reserveAddressSpace(size: number): number {
-    // The real segment's base shows in its first segment_map; take it when the sim maps at its start.
-    return this.inner.reserveAddressSpace(size);
-  }
-
-  createPage(size: number): boolean {
-    if (this.usedBytes + size > this.capacityBytes) return false;
-    this.usedBytes += size;
-    return true;
-  }
-
-  releasePage(size: number): void {
-    this.usedBytes -= size;
+  protected override releaseAddress(ptr: number, size: number): void {
+    if (this.ownAddresses.delete(ptr)) super.releaseAddress(ptr, size);
   }
 }
 
