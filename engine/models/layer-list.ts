@@ -100,6 +100,19 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
   }
 }
 
+const SIMULATED_LAYERS = new Set(['linear', 'relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'dropout', 'layer_norm', 'rms_norm', 'flatten', 'residual', 'repeat']);
+
+/** Refuses, with the layer's path, a layer type the engine does not simulate yet. */
+function checkSimulated(layers: readonly LayerSpec[], path: string): void {
+  layers.forEach((l, i) => {
+    const where = `${path}[${i}]`;
+    if (!SIMULATED_LAYERS.has(l.type)) {
+      throw new InputError(`${where}.type`, `the layer type "${l.type}" is not simulated yet; simulated: ${[...SIMULATED_LAYERS].join(', ')}`);
+    }
+    if (l.type === 'residual' || l.type === 'repeat') checkSimulated(l.layers, `${where}.layers`);
+  });
+}
+
 /** Output shape per sample of a layer list (features only). */
 function outputFeatures(layers: readonly LayerSpec[], features: number): number {
   let f = features;
@@ -141,7 +154,13 @@ function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, chec
   return h;
 }
 
-export function layerListModel(layers: readonly LayerSpec[], inputFeatures: number, dtype: DType, checkpointing = false): TrainableModel {
+/**
+ * A layer list applied to `x` of shape [B, *inputShape] (the features last), trained with
+ * `F.cross_entropy(out.reshape(-1, C), y.reshape(-1))`, `y` of shape [B, *inputShape[:-1]].
+ */
+export function layerListModel(layers: readonly LayerSpec[], inputShape: readonly number[], dtype: DType, checkpointing = false): TrainableModel {
+  checkSimulated(layers, 'model.layers');
+  const inputFeatures = inputShape[inputShape.length - 1]!;
   outputFeatures(layers, inputFeatures); // checks the shapes line up
   const weights = new Map<string, Tensor>();
   const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights));
@@ -152,13 +171,19 @@ export function layerListModel(layers: readonly LayerSpec[], inputFeatures: numb
       weights.set(name, tensor);
     },
     makeInputs(rt, batch) {
-      const x = rt.cuda.empty([batch, inputFeatures], dtype, 'input x', 'input');
-      const y = rt.cuda.empty([batch], 'int64', 'labels y', 'input');
+      const x = rt.cuda.empty([batch, ...inputShape], dtype, 'input x', 'input');
+      const y = rt.cuda.empty([batch, ...inputShape.slice(0, -1)], 'int64', 'labels y', 'input');
       return [x, y];
     },
     loss(rt, [x, y]) {
       const out = layerListForward(rt, built, x!, checkpointing);
-      const loss = crossEntropy(rt, out, y!);
+      let logits = out;
+      if (out.shape.length > 2) {
+        const classes = out.shape[out.shape.length - 1]!;
+        logits = rt.autograd.view('ViewBackward0', out, [out.numel / classes, classes]); // out.reshape(-1, C)
+      }
+      const loss = crossEntropy(rt, logits, y!);
+      if (logits !== out) rt.cuda.release(logits);
       rt.cuda.release(out); // `out` is a local of the loss function: freed when it returns
       return loss;
     },

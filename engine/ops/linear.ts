@@ -22,11 +22,28 @@ export function linear(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
 function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const outFeatures = weight.shape[0]!;
-  const weightT = autograd.view('TBackward0', weight, [weight.shape[1]!, outFeatures]);
-  const out = cuda.empty([...x.shape.slice(0, -1), outFeatures], x.dtype, label, 'activation');
+  const inFeatures = weight.shape[1]!;
+  // addmm(bias, x2d, weight.t()): GCC evaluates the arguments right to left, so t() comes before the flatten.
+  const weightT = autograd.view('TBackward0', weight, [inFeatures, outFeatures]);
+  const flat = x.shape.length !== 2;
+  // `_flatten_nd_linear`: input.view(-1, in) then the result viewed back (no copies).
+  const x2d = flat ? autograd.view('ViewBackward0', x, [x.numel / inFeatures, inFeatures]) : x;
+  const out2d = addmm(rt, bias, x2d, weightT, label);
+  cuda.release(weightT);
+  if (!flat) return out2d;
+  cuda.release(x2d);
+  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures]);
+  cuda.release(out2d);
+  return out;
+}
+
+/** `addmm(bias, mat1, mat2)`: the GEMM and AddmmBackward0. */
+function addmm(rt: Runtime, bias: Tensor | null, x: Tensor, weightT: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty([x.shape[0]!, weightT.shape[1]!], x.dtype, label, 'activation');
   cuda.gemm(bias ? 'cublaslt' : 'cublas');
   const xNeedsGrad = autograd.needsGrad([x]);
-  const wNeedsGrad = autograd.needsGrad([weight]);
+  const wNeedsGrad = autograd.needsGrad([weightT]);
   const saved: Tensor[] = [];
   if (wNeedsGrad) saved.push(cuda.ref(x)); // mat1, for grad_weight
   if (xNeedsGrad) saved.push(cuda.ref(weightT)); // mat2, for grad_input (under autocast: the cast weight)
@@ -45,6 +62,5 @@ function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null,
     }
     return [bias ? cuda.ref(grad) : null, gradInput, gradWeight];
   });
-  cuda.release(weightT);
   return out;
 }

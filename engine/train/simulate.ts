@@ -81,11 +81,11 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
 function buildModel(plan: Plan): TrainableModel {
   const m = plan.model;
   const dtype = PARAM_DTYPE[plan.training.precision];
-  if ('layers' in m && 'input_features' in m) {
-    return layerListModel(m.layers, m.input_features, dtype, plan.training.activation_checkpointing === 'non_reentrant');
-  }
-  const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision' in m ? 'torchvision models' : 'layer lists on image or token inputs';
-  throw new InputError('model', `${kind} are not simulated yet; this version simulates layer lists on feature vectors (input_features)`);
+  const checkpointing = plan.training.activation_checkpointing === 'non_reentrant';
+  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing);
+  if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing);
+  const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision models';
+  throw new InputError('model', `${kind} are not simulated yet; this version simulates layer lists`);
 }
 
 function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
