@@ -16,10 +16,10 @@ const base = arg.endsWith('.json') ? arg.slice(0, -5) : new URL(`../test/fixture
 const meta = JSON.parse(readFileSync(base + '.json', 'utf8'));
 const pickleFile = [base + '.pickle.gz', base + '.pickle'].find((f) => { try { readFileSync(f); return true; } catch { return false; } })!;
 const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(pickleFile)))).trace.filter(e => e.action === 'alloc' || e.action === 'free_completed' || e.action.startsWith('segment'));
-const sim: { action: string; size: number; addr: number }[] = [];
+const sim: { action: string; size: number; addr: number; label?: string }[] = [];
 const labels: string[] = [];
 const plan = parsePlan(meta.cap?.allowed_bytes ? { ...meta.plan, gpu: { memory_limit_bytes: meta.cap.allowed_bytes } } : meta.plan);
-const res = simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size) => { if (action !== 'free_requested') sim.push({ action, size, addr }); } });
+const res = simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size, _stream, label) => { if (action !== 'free_requested') sim.push({ action, size, addr, label }); } });
 console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
 // compare alloc/free sequences by size, with ids
 const norm = (tr: { action: string; size: number; addr: number }[]) => { const ids = new Map<number, number>(); let n = 0; return tr.map(e => { if (e.action === 'alloc') ids.set(e.addr, ++n); return `${e.action} ${e.action.startsWith('segment') ? '' : ids.get(e.addr)} ${e.size}`; }); };

@@ -45,7 +45,8 @@ export interface TraceEvent {
   stream: number;
 }
 
-export type TraceListener = (action: TraceAction, addr: number, size: number, stream: number) => void;
+/** A trace entry as arguments; `label` says what an allocation holds (memplan's own addition, for timelines). */
+export type TraceListener = (action: TraceAction, addr: number, size: number, stream: number, label?: string) => void;
 
 export interface CachingAllocatorOptions {
   config: AllocatorConfig;
@@ -111,8 +112,8 @@ export class CachingAllocator {
     this.stats = new DeviceStats(this.config.maxSplitSizeBytes);
   }
 
-  private trace(action: TraceAction, addr: number, size: number, stream: number): void {
-    if (this.onTrace) this.onTrace(action, addr, size, stream);
+  private trace(action: TraceAction, addr: number, size: number, stream: number, label?: string): void {
+    if (this.onTrace) this.onTrace(action, addr, size, stream, label);
   }
 
   private get gcEnabled(): boolean {
@@ -184,9 +185,7 @@ export class CachingAllocator {
     if (!found) this.raiseOutOfMemory(params, origSize);
 
     const splitRemainder = this.shouldSplit(params.block!, size);
-    const block = this.allocFoundBlock(params, origSize, splitRemainder);
-    block.label = label;
-    return block;
+    return this.allocFoundBlock(params, origSize, splitRemainder, label);
   }
 
   /**
@@ -278,7 +277,7 @@ export class CachingAllocator {
   }
 
   /** `alloc_found_block`. */
-  private allocFoundBlock(params: AllocParams, origSize: number, splitRemainder: boolean): Block {
+  private allocFoundBlock(params: AllocParams, origSize: number, splitRemainder: boolean, label: string | undefined): Block {
     const { size, pool, stream } = params;
     let block = params.block!;
     const s = this.stats;
@@ -310,7 +309,8 @@ export class CachingAllocator {
     }
     block.allocated = true;
     block.requestedSize = origSize;
-    this.trace('alloc', block.ptr, origSize, block.stream);
+    block.label = label;
+    this.trace('alloc', block.ptr, origSize, block.stream, label);
     this.activeBlocks.add(block);
     increaseStats(s.allocation, poolStat, 1);
     increaseStats(s.allocated_bytes, poolStat, block.size);
@@ -346,7 +346,7 @@ export class CachingAllocator {
   /** `free_block`: the block returns to its pool, merging with free neighbours. */
   completeFree(block: Block): void {
     if (block.allocated || !this.activeBlocks.has(block)) throw new Error(`free_block of a block that is not freed (ptr ${block.ptr})`);
-    this.trace('free_completed', block.ptr, block.requestedSize, block.stream);
+    this.trace('free_completed', block.ptr, block.requestedSize, block.stream, block.label);
     const originalBlockSize = block.size;
     const requestedSize = block.requestedSize;
     const pool = block.pool;

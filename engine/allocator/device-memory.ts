@@ -4,8 +4,11 @@
  * The caching allocator never sees the CUDA context or other processes: `capacityBytes` is what is left for it.
  *
  * Addresses: CUDA chooses them; they matter only to break ties between equally sized free blocks in different
- * segments (best fit takes the lowest address). memplan hands out addresses first-fit from a fixed base, aligned
- * to 2 MiB; replay uses the real addresses where the trace has them (see snapshot/replay.ts).
+ * segments (best fit takes the lowest address), which decides fragmentation. The driver's placement is not
+ * documented; in the 37 traces recorded on the H100 (test/fixtures) a new segment lay below the previous one
+ * 1634 times and above it 905 times. memplan therefore hands out addresses top-down, first fit from the highest
+ * free range, aligned to 2 MiB; with it 9 of the 10 simulated calibration runs match the real ones allocation for
+ * allocation (bottom-up: 8). Replays use the real addresses where the trace has them (see snapshot/replay.ts).
  */
 const kAddressAlignment = 2_097_152;
 const kDeviceAddressBase = 0x7f00_0000_0000; // where CUDA places device memory on Linux x86-64
@@ -32,19 +35,17 @@ class AddressSpace {
 
   take(size: number): number {
     const aligned = Math.ceil(size / kAddressAlignment) * kAddressAlignment;
-    for (let i = 0; i < this.holes.length; i++) {
+    for (let i = this.holes.length - 1; i >= 0; i--) {
       const hole = this.holes[i]!;
       if (hole.size >= aligned) {
-        const ptr = hole.ptr;
-        hole.ptr += aligned;
         hole.size -= aligned;
+        const ptr = hole.ptr + hole.size;
         if (hole.size === 0) this.holes.splice(i, 1);
         return ptr;
       }
     }
-    const ptr = this.next;
-    this.next += aligned;
-    return ptr;
+    this.next -= aligned;
+    return this.next;
   }
 
   give(ptr: number, size: number): void {

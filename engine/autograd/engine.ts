@@ -256,7 +256,7 @@ export class Autograd {
   view(name: string, t: Tensor, shape: readonly number[] = t.shape): Tensor {
     const out = this.device.view(t, shape);
     const device = this.device;
-    this.record(name, [t], [out], [], ([grad]) => [grad ? device.ref(grad) : null]);
+    this.record(name, [t], [out], [], ([grad]) => [grad ? device.view(grad, t.shape) : null]);
     return out;
   }
 
@@ -328,18 +328,18 @@ export class Autograd {
     device.thread = previousThread;
   }
 
-  /** `InputBuffer::accumulate`: in place into a gradient nobody else holds, else a new sum. */
+  /**
+   * `InputBuffer::accumulate`: in place into a gradient nobody else holds (`can_accumulate_inplace`: one
+   * reference and one user of its storage; a view's base counts, measured on the H100), else a new sum.
+   */
   private accumulate(old: Tensor | null, incoming: Tensor): Tensor {
     const device = this.device;
     if (!old) return incoming;
-    if (device.useCount(old) === 1) {
+    if (device.useCount(old) === 1 && device.storageUseCount(old) === 1) {
       device.release(incoming); // old.add_(incoming)
       return old;
     }
-    if (device.useCount(incoming) === 1) {
-      device.release(old); // incoming.add_(old)
-      return incoming;
-    }
+    // old + new (adding into the incoming gradient instead is only done for sparse buffers)
     const sum = device.empty(old.shape, old.dtype, 'gradient sum');
     device.release(old);
     device.release(incoming);

@@ -87,6 +87,45 @@ class ReplayDevice extends SimulatedDevice {
   }
 }
 
+/**
+ * The device for a what-if replay: a new segment takes the address of the real run's next segment of the same
+ * size that is not in use (so replaying under the recorded settings reproduces the real layout exactly, and
+ * other settings stay as close to it as their segments allow).
+ */
+class WhatIfDevice extends SimulatedDevice {
+  private readonly realBySize = new Map<number, number[]>();
+  private readonly inUse = new Set<number>();
+  private readonly ownAddresses = new Set<number>();
+
+  constructor(trace: readonly SnapshotTraceEvent[]) {
+    super();
+    for (const e of trace) {
+      if (e.action !== 'segment_alloc') continue;
+      const list = this.realBySize.get(e.size) ?? [];
+      list.push(e.addr);
+      this.realBySize.set(e.size, list);
+    }
+  }
+
+  protected override addressFor(size: number): number {
+    const list = this.realBySize.get(size);
+    const i = list ? list.findIndex((addr) => !this.inUse.has(addr)) : -1;
+    if (list && i >= 0) {
+      const addr = list.splice(i, 1)[0]!;
+      this.inUse.add(addr);
+      return addr;
+    }
+    const ptr = super.addressFor(size);
+    this.ownAddresses.add(ptr);
+    return ptr;
+  }
+
+  protected override releaseAddress(ptr: number, size: number): void {
+    this.inUse.delete(ptr);
+    if (this.ownAddresses.delete(ptr)) super.releaseAddress(ptr, size);
+  }
+}
+
 function describe(e: { action: string; size: number }): string {
   return `${e.action} of ${e.size} bytes`;
 }
@@ -287,7 +326,7 @@ export function replayWhatIf(
   const config = parseAllocatorConf(allocConf, 'alloc conf');
   const allocator = new CachingAllocator({
     config,
-    device: new SimulatedDevice(),
+    device: new WhatIfDevice(snapshot.trace),
     totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
     memoryLimitBytes: options.memoryLimitBytes,
   });

@@ -8,7 +8,7 @@
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
 import { reductionWorkspace, type ReductionDevice } from '../ops/reduce-config.ts';
-import { Storage, Tensor, nbytes, type MemoryCategory } from './tensor.ts';
+import { Storage, Tensor, TensorImpl, nbytes, type MemoryCategory } from './tensor.ts';
 
 export type Thread = 'main' | 'autograd';
 export type GemmKind = 'cublas' | 'cublaslt';
@@ -120,17 +120,17 @@ export class CudaDevice {
     const block = size === 0 ? null : this.allocator.malloc(size, 0, label);
     const storage = new Storage(size, block, label, category);
     if (block) this.afterChange(storage, true);
-    return this.track(new Tensor(shape, dtype, storage));
+    return this.track(new Tensor(shape, dtype, new TensorImpl(storage, null)));
   }
 
-  /** A view: another reference to t's storage, with its own shape. */
+  /** A view: a tensor of its own (its own shape) over t's storage, keeping t alive as its base. */
   view(t: Tensor, shape: readonly number[] = t.shape): Tensor {
-    return this.track(new Tensor(shape, t.dtype, t.storage));
+    return this.track(new Tensor(shape, t.dtype, new TensorImpl(t.storage, t.impl)));
   }
 
   /** Another reference to the same tensor (a Python name, a saved variable, an autograd buffer slot). */
   ref(t: Tensor): Tensor {
-    const r = this.track(new Tensor(t.shape, t.dtype, t.storage));
+    const r = this.track(new Tensor(t.shape, t.dtype, t.impl));
     r.gradFn = t.gradFn;
     r.outputSlot = t.outputSlot;
     r.requiresGrad = t.requiresGrad;
@@ -142,16 +142,27 @@ export class CudaDevice {
   release(t: Tensor | null | undefined): void {
     if (!t || t.released) return;
     t.released = true;
-    const s = t.storage;
+    this.dropImpl(t.impl);
+  }
+
+  private dropImpl(impl: TensorImpl): void {
+    if (--impl.refs > 0) return;
+    const s = impl.storage;
     if (--s.refs === 0 && s.block) {
       this.allocator.free(s.block);
       s.block = null;
       this.afterChange(s, false);
     }
+    if (impl.base) this.dropImpl(impl.base);
   }
 
-  /** Storages alive now: one reference in total. */
+  /** `t.use_count()`: references to this tensor (a view's base does not count). */
   useCount(t: Tensor): number {
+    return t.impl.refs;
+  }
+
+  /** `t.storage().use_count()`: tensors over its storage, views and their bases included. */
+  storageUseCount(t: Tensor): number {
     return t.storage.refs;
   }
 

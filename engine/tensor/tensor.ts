@@ -32,6 +32,7 @@ export class Storage {
   readonly nbytes: number;
   /** The allocator's block; null for an empty tensor (PyTorch never allocates 0 bytes). */
   block: Block | null;
+  /** TensorImpls over this storage (`storage().use_count()`). */
   refs = 0;
   label: string;
   category: MemoryCategory;
@@ -44,10 +45,28 @@ export class Storage {
   }
 }
 
+/**
+ * A TensorImpl: what `use_count()` counts. References to one tensor share it; a view is an impl of its own
+ * over the same storage that keeps its base alive (a view's autograd meta holds its base), so the storage's
+ * `use_count()` is then above 1 even when nobody else holds the view.
+ */
+export class TensorImpl {
+  refs = 0;
+  readonly storage: Storage;
+  readonly base: TensorImpl | null;
+
+  constructor(storage: Storage, base: TensorImpl | null) {
+    this.storage = storage;
+    this.base = base;
+    storage.refs++;
+    if (base) base.refs++;
+  }
+}
+
 export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
-  readonly storage: Storage;
+  readonly impl: TensorImpl;
   /** The autograd node that made this tensor (null for leaves and tensors that need no gradient). */
   gradFn: Node | null = null;
   /** Which of gradFn's outputs this tensor is. */
@@ -57,11 +76,15 @@ export class Tensor {
   leaf: Parameter | null = null;
   released = false;
 
-  constructor(shape: readonly number[], dtype: DType, storage: Storage) {
+  constructor(shape: readonly number[], dtype: DType, impl: TensorImpl) {
     this.shape = shape;
     this.dtype = dtype;
-    this.storage = storage;
-    storage.refs++;
+    this.impl = impl;
+    impl.refs++;
+  }
+
+  get storage(): Storage {
+    return this.impl.storage;
   }
 
   get numel(): number {

@@ -28,7 +28,7 @@ const boundaryDir = new URL('../../fixtures/boundary/', import.meta.url);
 const boundary = readdirSync(boundaryDir).filter((f) => f.endsWith('.json')).sort();
 
 /** Runs whose every allocation the engine reproduces: the verdict and the peaks must match exactly. */
-const EXACT_BOUNDARY = /^mlp_/;
+const EXACT_BOUNDARY = /^(mlp_|layers_token_mlp_)/;
 
 describe('fits or not, at the boundary', () => {
   it('has the recorded runs', () => expect(boundary.length).toBeGreaterThanOrEqual(10));
@@ -73,11 +73,13 @@ describe('the largest batch against real searches', () => {
     });
   }
 
-  it('finds exactly the batch of the real search where fitting is monotonic', () => {
+  it('finds exactly the batch the real search found', () => {
     for (const [file, expected] of [
       ['mlp_fp16_sgdm_fused_cap2g.maxbatch.json', 11776],
       ['mlp_amp_fp16_sgd_accum2_cap2_5g.maxbatch.json', 6144],
       ['mlp_fp32_adam_foreach_expandable_cap4g.maxbatch.json', 12634],
+      ['mlp_amp_bf16_adamw_foreach_cap3g.maxbatch.json', 6528],
+      ['layers_token_mlp_amp_bf16.maxbatch.json', 28],
     ] as const) {
       const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
       expect(m.max_batch).toBe(expected);
