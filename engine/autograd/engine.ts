@@ -116,6 +116,22 @@ export class Autograd {
     return inputs.some((t) => t !== null && (t.gradFn !== null || t.requiresGrad));
   }
 
+  /**
+   * Saves an op's inputs for its backward. VariableType saves inputs before the kernel runs (outputs after), so
+   * ops call this before allocating their outputs: when the recomputation of a checkpointed region stops at the
+   * last saved tensor and that is an input, the op's outputs are never made. Returns the references the op hands
+   * to `record` (none while recomputing: the frame keeps them).
+   */
+  saveInputs(needsGrad: boolean, tensors: readonly Tensor[]): Tensor[] {
+    if (!needsGrad || !this.gradMode) return [];
+    const device = this.device;
+    const recomputing = this.recomputing;
+    if (!recomputing) return tensors.map((t) => device.ref(t));
+    for (const t of tensors) recomputing.stored[recomputing.packed++] = device.escape(device.ref(t));
+    if (recomputing.packed >= recomputing.holders) throw new StopRecomputation();
+    return [];
+  }
+
   /** The edge an input's gradient flows along. */
   private edge(t: Tensor | null): { node: Node; slot: number } | null {
     if (!t) return null;
@@ -191,15 +207,18 @@ export class Autograd {
       outputs,
       (grads) => {
         if (count > 0 && !frame.recomputed) this.recompute(frame);
-        return apply(grads);
-      },
-      () => {
-        if (released || count === 0) return;
-        released = true;
+        const result = apply(grads);
+        // unpack_hook hands the recomputed tensors over (the frame drops its handle): they die with apply's
+        // locals, before the engine's validate_outputs (measured on the H100).
         for (let i = start; i < start + count; i++) {
           device.release(frame.stored[i]);
           frame.stored[i] = null;
         }
+        return result;
+      },
+      () => {
+        if (released || count === 0) return;
+        released = true;
         if (--frame.liveHolderNodes === 0) {
           device.release(frame.input); // the input saver goes with the frame
           frame.input = null;

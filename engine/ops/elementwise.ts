@@ -30,8 +30,8 @@ export function toDType(rt: Runtime, t: Tensor, dtype: DType, label: string): Te
 /** `self.pow(2)`: PowBackward0 saves self; backward `grad * (2 * self.pow(1))`. */
 export function square(rt: Runtime, self: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
+  const saved = autograd.saveInputs(autograd.needsGrad([self]), [self]);
   const out = cuda.empty(self.shape, self.dtype, label, 'activation');
-  const saved = autograd.needsGrad([self]) ? [cuda.ref(self)] : [];
   autograd.record('PowBackward0', [self], [out], saved, ([grad]) => {
     if (!grad) return [null];
     const pow1 = cuda.empty(self.shape, self.dtype, `${label} backward: self.pow(1)`);
@@ -87,12 +87,13 @@ export function mul(rt: Runtime, self: Tensor, other: Tensor, label: string): Te
   const { cuda, autograd } = rt;
   const shape = broadcastShape(self.shape, other.shape);
   const dtype = self.dtype === 'float32' || other.dtype === 'float32' ? 'float32' : self.dtype;
-  const out = cuda.empty(shape, dtype, label, 'activation');
   const selfNeeds = autograd.needsGrad([self]);
   const otherNeeds = autograd.needsGrad([other]);
-  const saved: Tensor[] = [];
-  if (otherNeeds) saved.push(cuda.ref(self));
-  if (selfNeeds) saved.push(cuda.ref(other));
+  const toSave: Tensor[] = [];
+  if (otherNeeds) toSave.push(self);
+  if (selfNeeds) toSave.push(other);
+  const saved = autograd.saveInputs(true, toSave);
+  const out = cuda.empty(shape, dtype, label, 'activation');
   autograd.record('MulBackward0', [self, other], [out], saved, ([grad]) => {
     if (!grad) return [null, null];
     const gOther = otherNeeds ? cuda.empty(broadcastShape(grad.shape, self.shape), other.dtype, `grad of ${label} (other)`) : null;

@@ -40,13 +40,14 @@ function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null,
 /** `addmm(bias, mat1, mat2)`: the GEMM and AddmmBackward0. */
 function addmm(rt: Runtime, bias: Tensor | null, x: Tensor, weightT: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
-  const out = cuda.empty([x.shape[0]!, weightT.shape[1]!], x.dtype, label, 'activation');
-  cuda.gemm(bias ? 'cublaslt' : 'cublas');
   const xNeedsGrad = autograd.needsGrad([x]);
   const wNeedsGrad = autograd.needsGrad([weightT]);
-  const saved: Tensor[] = [];
-  if (wNeedsGrad) saved.push(cuda.ref(x)); // mat1, for grad_weight
-  if (xNeedsGrad) saved.push(cuda.ref(weightT)); // mat2, for grad_input (under autocast: the cast weight)
+  const toSave: Tensor[] = [];
+  if (wNeedsGrad) toSave.push(x); // mat1, for grad_weight
+  if (xNeedsGrad) toSave.push(weightT); // mat2, for grad_input (under autocast: the cast weight)
+  const saved = autograd.saveInputs(true, toSave);
+  const out = cuda.empty([x.shape[0]!, weightT.shape[1]!], x.dtype, label, 'activation');
+  cuda.gemm(bias ? 'cublaslt' : 'cublas');
   // addmm(self=bias, mat1=input, mat2=weight.t()): the edges in that order.
   autograd.record('AddmmBackward0', [bias, x, weightT], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];

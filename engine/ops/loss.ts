@@ -18,9 +18,11 @@ export function logSoftmax(rt: Runtime, x: Tensor, label: string): Tensor {
 
 export function nllLoss(rt: Runtime, logProbs: Tensor, target: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
+  const needs = autograd.needsGrad([logProbs]);
+  const savedInputs = autograd.saveInputs(needs, [logProbs, target]);
   const loss = cuda.empty([], logProbs.dtype, label, 'activation');
   const totalWeight = cuda.empty([], logProbs.dtype, `${label} total_weight`, 'activation');
-  const saved = autograd.needsGrad([logProbs]) ? [cuda.ref(logProbs), cuda.ref(target), cuda.ref(totalWeight)] : [];
+  const saved = needs ? [...savedInputs, cuda.ref(totalWeight)] : [];
   cuda.release(totalWeight);
   autograd.record('NllLossBackward0', [logProbs], [loss], saved, ([grad]) => [grad ? cuda.empty(logProbs.shape, grad.dtype, `grad of ${label}`) : null]);
   return loss;

@@ -22,11 +22,12 @@ export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor |
 function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
+  const needs = autograd.needsGrad([x, weight, bias]);
+  const savedInput = autograd.saveInputs(needs, [x]);
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
   const mean = cuda.empty([rows], accType(x.dtype), `${label} mean`, 'activation');
   const rstd = cuda.empty([rows], accType(x.dtype), `${label} rstd`, 'activation');
-  const needs = autograd.needsGrad([x, weight, bias]);
-  const saved = needs ? [cuda.ref(x), cuda.ref(mean), cuda.ref(rstd)] : [];
+  const saved = needs ? [...savedInput, cuda.ref(mean), cuda.ref(rstd)] : [];
   cuda.release(mean);
   cuda.release(rstd);
   autograd.record('NativeLayerNormBackward0', [x, weight, bias], [out], saved, ([grad]) => {
@@ -49,9 +50,11 @@ export function rmsNorm(rt: Runtime, x: Tensor, weight: Tensor, label: string): 
   if (x.dtype !== weight.dtype) return rmsNormComposite(rt, x, weight, label);
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
+  const needs = autograd.needsGrad([x, weight]);
+  const savedInput = autograd.saveInputs(needs, [x]);
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
   const rstd = cuda.empty([rows], accType(x.dtype), `${label} rstd`, 'activation');
-  const saved = autograd.needsGrad([x, weight]) ? [cuda.ref(x), cuda.ref(rstd)] : [];
+  const saved = needs ? [...savedInput, cuda.ref(rstd)] : [];
   cuda.release(rstd);
   autograd.record('FusedRmsNormBackward0', [x, weight], [out], saved, ([grad]) => {
     if (!grad) return [null, null];

@@ -18,8 +18,10 @@ const NODE_NAME: Record<Activation, string> = {
 
 export function activation(rt: Runtime, kind: Activation, x: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
+  const needs = autograd.needsGrad([x]);
+  const savedInput = SAVES_RESULT[kind] ? [] : autograd.saveInputs(needs, [x]);
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
-  const saved = autograd.needsGrad([x]) ? [cuda.ref(SAVES_RESULT[kind] ? out : x)] : [];
+  const saved = SAVES_RESULT[kind] && needs ? [cuda.ref(out)] : savedInput;
   autograd.record(NODE_NAME[kind], [x], [out], saved, ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
   return out;
 }

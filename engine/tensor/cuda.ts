@@ -174,7 +174,8 @@ export class CudaDevice {
 
   private ensureWorkspace(label: string, size: number): void {
     if (size === 0 || this.threadWorkspaces.has(label)) return;
-    this.threadWorkspaces.set(label, this.empty([size], 'uint8', label, 'workspace'));
+    // Held by the thread's handle for the whole process, whatever scope made it.
+    this.threadWorkspaces.set(label, this.escape(this.empty([size], 'uint8', label, 'workspace')));
   }
 
   private afterChange(storage: Storage, allocated: boolean): void {
