@@ -7,8 +7,9 @@
  * segments (best fit takes the lowest address), which decides fragmentation. The driver's placement is not
  * documented; in the 37 traces recorded on the H100 (test/fixtures) a new segment lay below the previous one
  * 1634 times and above it 905 times. memplan therefore hands out addresses top-down, first fit from the highest
- * free range, aligned to 2 MiB; with it all 10 simulated calibration runs match the real ones allocation for
- * allocation (bottom-up: 8 of them). Replays use the real addresses where the trace has them (see snapshot/replay.ts).
+ * free range, aligned to 2 MiB: with it every simulated calibration run matches the real one allocation for
+ * allocation, where bottom-up addresses broke the token-MLP run.
+ * Replays use the real addresses where the trace has them (see snapshot/replay.ts).
  */
 const kAddressAlignment = 2_097_152;
 const kDeviceAddressBase = 0x7f00_0000_0000; // where CUDA places device memory on Linux x86-64
