@@ -4,6 +4,7 @@ import { formatSize } from '../../engine/allocator/format.ts';
 import { findGpu } from '../../engine/gpu/catalog.ts';
 import { parsePlanText } from '../../engine/plan/parse.ts';
 import { DEFAULT_SAFETY_MARGIN, findMaxBatch } from '../../engine/search/max-batch.ts';
+import { advise } from '../../engine/search/advice.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
 import { readUserFile } from '../files.ts';
 import { gpuCatalog, planGpu } from '../gpus.ts';
@@ -42,6 +43,7 @@ async function run(args: string[]): Promise<void> {
     throw new InputError('--safety-margin', `expected a fraction from 0 to below 1, got "${marginText}"`);
   }
   const r = findMaxBatch(plan, { device, safetyMargin });
+  const advice = advise({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.maxBatch) } }, { device, withMaxBatch: true });
   if (values.json) {
     process.stdout.write(
       JSON.stringify({
@@ -53,6 +55,8 @@ async function run(args: string[]): Promise<void> {
         recommended_batch: r.recommendedBatch,
         safety_margin: r.safetyMargin,
         limited_by: r.limitedBy,
+        reached_upper_bound: r.reachedUpperBound,
+        advice: advice.map((a) => ({ id: a.id, change: a.change, cost: a.cost, max_batch: a.maxBatch, effective_batch: a.effectiveBatch })),
         trials: r.trials.map((t) => ({
           batch: t.batch,
           fits: t.fits,
@@ -75,10 +79,16 @@ async function run(args: string[]): Promise<void> {
       ? `At its peak (step ${r.limitedBy.step}, ${r.limitedBy.phase}) memory holds: ${r.limitedBy.largest.map((t) => `${t.label} ${formatSize(t.bytes)}`).join(', ')}`
       : '',
     '',
+    r.reachedUpperBound ? `The search stopped at its upper bound (${r.maxBatch}): larger batches may fit too.` : '',
+    'To fit a larger batch (each change simulated on its own; effective batch = micro-batch x accumulation steps):',
+    ...[...advice]
+      .sort((a, b) => (b.effectiveBatch ?? 0) - (a.effectiveBatch ?? 0))
+      .map((a) => `  ${String(a.effectiveBatch ?? 0).padStart(9)}  ${a.change}: ${a.cost}`),
+    '',
     'Trials (batch: peak allocated / peak reserved):',
     ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peakAllocatedBytes)} / ${formatSize(t.peakReservedBytes)}`),
   ];
-  process.stdout.write(lines.join('\n') + '\n');
+  process.stdout.write(lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n');
 }
 
 export const maxBatchCommand = {

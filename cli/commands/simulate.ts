@@ -3,6 +3,7 @@ import { InputError } from '../../engine/errors.ts';
 import { formatSize } from '../../engine/allocator/format.ts';
 import { parsePlanText } from '../../engine/plan/parse.ts';
 import { simulate } from '../../engine/train/simulate.ts';
+import { advise } from '../../engine/search/advice.ts';
 import { planGpu } from '../gpus.ts';
 import { parseCommandArgs } from '../args.ts';
 import { readUserFile } from '../files.ts';
@@ -24,7 +25,9 @@ async function run(args: string[]): Promise<void> {
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
   const plan = parsePlanText(new TextDecoder().decode(readUserFile(file)), file);
-  const r = simulate(plan, { device: planGpu(plan) });
+  const device = planGpu(plan);
+  const r = simulate(plan, { device });
+  const advice = advise(plan, { device });
   if (values.json) {
     process.stdout.write(
       JSON.stringify({
@@ -41,6 +44,7 @@ async function run(args: string[]): Promise<void> {
         oom: r.oom,
         memory_stats: r.memoryStats,
         timeline: r.timeline,
+        advice: advice.map((a) => ({ id: a.id, change: a.change, cost: a.cost, peak_reserved_bytes: a.peakReservedBytes, saved_bytes: a.savedBytes, fits: a.fits })),
         notes: r.notes,
       }) + '\n',
     );
@@ -64,6 +68,9 @@ async function run(args: string[]): Promise<void> {
     '',
     'Per step (peak allocated / reserved):',
     ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peakAllocatedBytes)} / ${formatSize(s.peakReservedBytes)}`),
+    '',
+    'What changes would save (peak reserved, each simulated on its own):',
+    ...advice.map((a) => `  ${(a.savedBytes > 0 ? '-' : a.savedBytes < 0 ? '+' : ' ') + formatSize(Math.abs(a.savedBytes))}`.padEnd(14) + `${a.change}${a.fits ? '' : ' (still out of memory)'}; ${a.cost}`),
     '',
     ...r.notes.map((n) => `Note: ${n}`),
   ];

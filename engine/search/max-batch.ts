@@ -27,6 +27,8 @@ export interface MaxBatchResult {
   capBytes: number;
   /** Every trial in the order it ran. */
   trials: Trial[];
+  /** The search stopped at its upper bound: the batch could be larger still. */
+  reachedUpperBound: boolean;
   /** What fills memory at the peak of the largest fitting batch. */
   limitedBy: { step: number; phase: string; largest: LiveTensor[] } | null;
 }
@@ -35,7 +37,7 @@ export interface MaxBatchOptions {
   device: DeviceSpec;
   /** Fraction of the cap kept free in the recommendation (default 0.05). */
   safetyMargin?: number;
-  /** Largest batch tried (default 1 << 20). */
+  /** Largest batch tried (default 1 << 26). */
   maxBatch?: number;
   /** Called after each trial (progress for a UI). */
   onTrial?: (trial: Trial) => void;
@@ -50,7 +52,7 @@ export function capBytes(plan: Plan, device: DeviceSpec): number {
 
 export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResult {
   const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
-  const upper = options.maxBatch ?? 1 << 20;
+  const upper = options.maxBatch ?? 1 << 26;
   const cap = capBytes(plan, options.device);
   const trials: Trial[] = [];
   const results = new Map<number, SimulationResult>();
@@ -96,6 +98,7 @@ export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResu
   return {
     maxBatch: good,
     effectiveBatch: good * plan.training.grad_accumulation_steps,
+    reachedUpperBound: good === upper,
     recommendedBatch: recommended,
     safetyMargin: margin,
     capBytes: cap,
