@@ -269,6 +269,48 @@ export class Autograd {
   }
 
   /**
+   * `checkpoint(fn, x, use_reentrant=True)` (`CheckpointFunction`): fn runs under no_grad (nothing saved, every
+   * intermediate freed at once) and the input is saved. In backward, fn runs again with grad on from a detached
+   * copy of the input, then a nested `torch.autograd.backward` goes through that graph; the input's gradient is
+   * what accumulated into the detached copy. `rerun` wraps the recomputation (to reopen the autocast region the
+   * forward ran in).
+   */
+  checkpointReentrant(x: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor): Tensor {
+    const device = this.device;
+    const previousGradMode = this.gradMode;
+    this.gradMode = false;
+    let out: Tensor;
+    try {
+      out = run(x);
+    } finally {
+      this.gradMode = previousGradMode;
+    }
+    const saved = this.needsGrad([x]) ? [device.ref(x)] : [];
+    const input = saved[0];
+    this.record('CheckpointFunctionBackward', [x], [out], saved, ([grad]) => {
+      if (!grad || !input) return [null];
+      const detached = device.ref(input);
+      detached.gradFn = null;
+      const leaf = new Parameter('checkpoint input (detached)', detached, device);
+      const gradMode = this.gradMode;
+      this.gradMode = true;
+      let recomputed: Tensor;
+      try {
+        recomputed = rerun(() => run(detached));
+      } finally {
+        this.gradMode = gradMode;
+      }
+      this.backward(recomputed, grad); // torch.autograd.backward(outputs, grad_tensors), reentrant on this thread
+      device.release(recomputed);
+      device.release(detached);
+      const inputGrad = leaf.grad;
+      leaf.grad = null;
+      return [inputGrad];
+    });
+    return out;
+  }
+
+  /**
    * A view op whose backward only reshapes the gradient (`t()`, `view`, `transpose`): no memory, but a node of
    * its own, which changes the order the engine runs things in.
    */

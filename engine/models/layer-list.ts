@@ -13,9 +13,29 @@ import { linear } from '../ops/linear.ts';
 import { layerNorm, rmsNorm } from '../ops/norm.ts';
 import { crossEntropy } from '../ops/loss.ts';
 import type { Runtime } from '../ops/runtime.ts';
+import { Autocast, type AutocastDType } from '../ops/autocast.ts';
 import type { DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
+
+export type Checkpointing = false | 'non_reentrant' | 'reentrant';
+
+/**
+ * CheckpointFunction saves the autocast state of its forward (`device_autocast_kwargs`) and reruns the region
+ * under it in backward, as an autocast region of its own (its weight-cast cache starts empty).
+ */
+function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, body: () => Tensor): Tensor {
+  if (!dtype) return body();
+  const outer = rt.autocast;
+  const region = new Autocast(dtype);
+  rt.autocast = region;
+  try {
+    return body();
+  } finally {
+    region.exit(rt);
+    rt.autocast = outer;
+  }
+}
 
 interface Layer {
   params: ParameterSpec[];
@@ -135,7 +155,8 @@ function outputFeatures(layers: readonly LayerSpec[], features: number): number 
  * The model's forward: `for layer in layers: x = layer(x)`; with checkpointing, each top-level residual and each
  * body of a top-level repeat runs as `x = checkpoint(region, x, use_reentrant=False)`.
  */
-function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, checkpointing: boolean): Tensor {
+function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, checkpointing: Checkpointing): Tensor {
+  const autocastDType = rt.autocast?.dtype ?? null;
   let h = rt.cuda.ref(x);
   for (const layer of layers) {
     const regions = checkpointing ? layer.checkpointRegions : undefined;
@@ -146,7 +167,10 @@ function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, chec
       continue;
     }
     for (const region of regions) {
-      const out = rt.autograd.checkpoint(h, (input) => region(rt, input));
+      const out =
+        checkpointing === 'reentrant'
+          ? rt.autograd.checkpointReentrant(h, (input) => region(rt, input), (body) => rerunUnderAutocast(rt, autocastDType, body))
+          : rt.autograd.checkpoint(h, (input) => region(rt, input));
       rt.cuda.release(h);
       h = out;
     }
@@ -158,7 +182,7 @@ function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, chec
  * A layer list applied to `x` of shape [B, *inputShape] (the features last), trained with
  * `F.cross_entropy(out.reshape(-1, C), y.reshape(-1))`, `y` of shape [B, *inputShape[:-1]].
  */
-export function layerListModel(layers: readonly LayerSpec[], inputShape: readonly number[], dtype: DType, checkpointing = false): TrainableModel {
+export function layerListModel(layers: readonly LayerSpec[], inputShape: readonly number[], dtype: DType, checkpointing: Checkpointing = false): TrainableModel {
   checkSimulated(layers, 'model.layers');
   const inputFeatures = inputShape[inputShape.length - 1]!;
   outputFeatures(layers, inputFeatures); // checks the shapes line up

@@ -43,8 +43,9 @@ function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
 /**
  * `F.rms_norm` (nn.RMSNorm). `_fused_rms_norm` when the weight's dtype is the input's; otherwise (e.g. fp32
  * weights under autocast, where rms_norm is on no cast list) `rms_norm_composite` (layer_norm.cpp):
- * upcast, `rsqrt(pow(x, 2).mean(-1, keepdim).add_(eps))`, `x * rsqrt`, `* weight`, `.type_as(input)`; each
- * step with its own autograd node (measured on the H100 under autocast bf16).
+ * upcast, `rsqrt(pow(x, 2).mean(-1, keepdim).add_(eps))`, `x * rsqrt`, `* weight`, then, outside the dispatch
+ * lambda that returns (result, rstd), `.type_as(input)`; each step with its own autograd node (measured on the
+ * H100 under autocast bf16, with and without grad).
  */
 export function rmsNorm(rt: Runtime, x: Tensor, weight: Tensor, label: string): Tensor {
   if (x.dtype !== weight.dtype) return rmsNormComposite(rt, x, weight, label);
@@ -78,10 +79,10 @@ function rmsNormComposite(rt: Runtime, x: Tensor, weight: Tensor, label: string)
   cuda.release(squared);
   const normed = mul(rt, upcast, inv, `${label} x * rsqrt`);
   const scaled = mul(rt, normed, weight, `${label} * weight`);
-  cuda.release(normed);
-  const out = toDType(rt, scaled, x.dtype, label);
+  cuda.release(normed); // `upcasted_result = upcasted_result.mul(weight)`
+  cuda.release(upcast); // the dispatch lambda returns (result, rstd): its locals die
+  const out = toDType(rt, scaled, x.dtype, label); // `std::get<0>(result).type_as(input)`
   cuda.release(scaled);
   cuda.release(inv);
-  cuda.release(upcast);
   return out;
 }

@@ -81,7 +81,7 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
 function buildModel(plan: Plan): TrainableModel {
   const m = plan.model;
   const dtype = PARAM_DTYPE[plan.training.precision];
-  const checkpointing = plan.training.activation_checkpointing === 'non_reentrant';
+  const checkpointing = plan.training.activation_checkpointing;
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing);
   const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision models';
@@ -112,9 +112,6 @@ export interface SimulateOptions {
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
   const t = plan.training;
-  if (t.activation_checkpointing === 'reentrant') {
-    throw new InputError('training.activation_checkpointing', 'reentrant checkpointing is not simulated yet; non_reentrant (the default of true) is');
-  }
   const spec = options.device;
   const memoryLimitBytes = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
   const allocator = new CachingAllocator({

@@ -33,6 +33,7 @@ const EXACT = [
   'mlp_amp_fp16_adam_fused',
   'layers_token_mlp_amp_bf16_b8',
   'mlp_fp32_sgdm_foreach_ckpt',
+  'mlp_amp_bf16_sgdm_ckpt_reentrant',
 ];
 
 /**
