@@ -7,7 +7,7 @@
  */
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
-import { reductionWorkspace, type ReductionDevice } from '../ops/reduce-config.ts';
+import { reductionWorkspace, type ReductionDevice } from './reduce-config.ts';
 import { Storage, Tensor, TensorImpl, nbytes, type MemoryCategory } from './tensor.ts';
 
 export type Thread = 'main' | 'autograd';
