@@ -54,7 +54,7 @@ export class CudaDevice {
 
   /**
    * `at::sum_to(t, outputShape)` (a bias gradient summed over the batch, a [N, 1] statistic's over its row): the
-   * result, after the reduction kernel's global-memory workspace came and went (ops/reduce-config.ts).
+   * result, after the reduction kernel's global-memory workspace came and went (tensor/reduce-config.ts).
    */
   sumTo(t: Tensor, outputShape: readonly number[], label: string): Tensor {
     const out = this.empty(outputShape, t.dtype, label);
