@@ -8,6 +8,7 @@ import { InputError } from '../engine/errors.ts';
 import { replayCommand } from './commands/replay.ts';
 import { simulateCommand } from './commands/simulate.ts';
 import { maxBatchCommand } from './commands/max-batch.ts';
+import { gpusCommand } from './commands/gpus.ts';
 
 interface Command {
   summary: string;
@@ -18,6 +19,7 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   simulate: simulateCommand,
   'max-batch': maxBatchCommand,
+  gpus: gpusCommand,
   replay: replayCommand,
 };
 

@@ -153,6 +153,16 @@ describe('memplan simulate and max-batch', () => {
     expect(out.recommended_batch).toBeLessThanOrEqual(out.max_batch);
   });
 
+  it('gpus lists the catalog, the H100 with its measured memory', () => {
+    const r = memplan('gpus', '--json');
+    expect(r.code).toBe(0);
+    const gpus = JSON.parse(r.stdout) as { id: string; total_memory_bytes: number; total_memory_source: string }[];
+    expect(gpus.length).toBeGreaterThanOrEqual(15);
+    const h100 = gpus.find((g) => g.id === 'h100-sxm')!;
+    expect(h100.total_memory_source).toBe('measured');
+    expect(memplan('gpus').stdout).toContain('NVIDIA H100 80GB HBM3');
+  });
+
   it('max-batch takes a GPU of the catalog by its torch name and rejects unknown ones', () => {
     const ok = memplan('max-batch', plan, '--gpu', 'nvidia h100 80gb hbm3', '--json');
     expect(ok.code).toBe(0);
