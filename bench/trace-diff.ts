@@ -19,7 +19,7 @@ const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(pickleFile)))).tr
 const sim: { action: string; size: number; addr: number; label?: string }[] = [];
 const labels: string[] = [];
 const plan = parsePlan(meta.cap?.allowed_bytes ? { ...meta.plan, gpu: { memory_limit_bytes: meta.cap.allowed_bytes } } : meta.plan);
-const res = simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size, _stream, label) => { if (action !== 'free_requested') sim.push({ action, size, addr, label }); } });
+const res = simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size, _stream, label) => { if (action !== 'free_requested') sim.push({ action, size, addr, label }); } });
 console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
 // compare alloc/free sequences by size, with ids
 const norm = (tr: { action: string; size: number; addr: number }[]) => { const ids = new Map<number, number>(); let n = 0; return tr.map(e => { if (e.action === 'alloc') ids.set(e.addr, ++n); return `${e.action} ${e.action.startsWith('segment') ? '' : ids.get(e.addr)} ${e.size}`; }); };

@@ -41,6 +41,8 @@ export interface MaxBatchOptions {
   maxBatch?: number;
   /** Called after each trial (progress for a UI). */
   onTrial?: (trial: Trial) => void;
+  /** A batch fits when every step to steady state runs (default true); false: the plan's steps only. */
+  untilSteady?: boolean;
 }
 
 /**
@@ -63,7 +65,10 @@ export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResu
   const trials: Trial[] = [];
   const results = new Map<number, SimulationResult>();
   const run = (batch: number): boolean => {
-    const r = simulate({ ...plan, training: { ...plan.training, batch_size: batch } }, { device: options.device, timelinePoints: 0 });
+    const r = simulate(
+      { ...plan, training: { ...plan.training, batch_size: batch } },
+      { device: options.device, timelinePoints: 0, untilSteady: options.untilSteady },
+    );
     results.set(batch, r);
     const trial: Trial = { batch, fits: r.oom === null, peakAllocatedBytes: r.peakAllocatedBytes, peakReservedBytes: r.peakReservedBytes, oom: r.oom };
     trials.push(trial);

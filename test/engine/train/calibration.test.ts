@@ -73,7 +73,7 @@ describe('calibration against an H100', () => {
       let result;
       try {
         const plan = parsePlan(m.plan);
-        result = simulate(plan, { device: planGpu(plan) });
+        result = simulate(plan, { device: planGpu(plan), untilSteady: false });
       } catch (error) {
         // Not simulated yet: the engine says so clearly (a user's plan gets the same message).
         expect(error).toBeInstanceOf(InputError);
@@ -104,7 +104,7 @@ describe('the allocation sequence of exact cases', () => {
       const real = normalized(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
       const events: { action: string; addr: number; size: number }[] = [];
       const plan = parsePlan(m.plan);
-      simulate(plan, { device: planGpu(plan), onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+      simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
       const sim = normalized(events);
       // The recording ends with the script tearing the model down right after the last zero_grad, whose frees
       // then run together with the teardown's: compare up to that last run of frees.
