@@ -79,7 +79,7 @@ simulate(big, { device }); // warm up
 let t0 = performance.now();
 const result = simulate(big, { device });
 const simulateMs = performance.now() - t0;
-console.log(`simulate a ${(result.parameterCount / 1e9).toFixed(1)}B-parameter layer list, 3 steps: ${simulateMs.toFixed(0)} ms`);
+console.log(`simulate a ${(result.parameterCount / 1e9).toFixed(1)}B-parameter layer list, ${result.steps.length} steps (to steady state): ${simulateMs.toFixed(0)} ms`);
 t0 = performance.now();
 const search = findMaxBatch(big, { device });
 console.log(`max-batch search on it (H200): ${(performance.now() - t0).toFixed(0)} ms over ${search.trials.length} trials (max batch ${search.maxBatch})`);
