@@ -73,35 +73,41 @@ describe('the shipped catalog', () => {
   });
 });
 
-describe('the H100 entry equals what was measured on the H100', () => {
-  const h100 = findGpu(catalog, facts.environment.device_name);
+for (const [id, file] of [
+  ['h100-sxm', 'h100_device_facts.json'],
+  ['h200', 'h200_device_facts.json'],
+] as const) {
+describe(`the ${id} entry equals what was measured on that GPU`, () => {
+  const facts = JSON.parse(readFileSync(new URL(`../../fixtures/device/${file}`, import.meta.url), 'utf8')) as DeviceFacts;
+  const gpu = findGpu(catalog, facts.environment.device_name);
 
   it('is found by the device name the measurement recorded', () => {
-    expect(h100.id).toBe('h100-sxm');
-    expect(h100.name).toBe(facts.environment.device_name);
+    expect(gpu.id).toBe(id);
+    expect(gpu.name).toBe(facts.environment.device_name);
   });
 
   it('has the measured total memory, compute capability and cuBLAS workspace', () => {
-    expect(h100.total_memory_bytes).toBe(facts.environment.total_memory_bytes);
-    expect(h100.total_memory_bytes).toBe(facts.after_init.total_bytes);
-    expect(h100.compute_capability).toEqual(facts.environment.compute_capability);
-    expect(h100.cublas_workspace_bytes).toBe(facts.after_first_matmul.cublas_workspace_bytes);
-    expect(h100.total_memory_source.kind).toBe('measured');
+    expect(gpu.total_memory_bytes).toBe(facts.environment.total_memory_bytes);
+    expect(gpu.total_memory_bytes).toBe(facts.after_init.total_bytes);
+    expect(gpu.compute_capability).toEqual(facts.environment.compute_capability);
+    expect(gpu.cublas_workspace_bytes).toBe(facts.after_first_matmul.cublas_workspace_bytes);
+    expect(gpu.total_memory_source.kind).toBe('measured');
   });
 
   it('has the memory measured outside the allocator after the first cuBLAS call', () => {
-    expect(h100.non_pytorch_bytes).toBe(facts.after_first_matmul.used_outside_allocator_bytes);
-    expect(h100.non_pytorch_source.kind).toBe('measured');
+    expect(gpu.non_pytorch_bytes).toBe(facts.after_first_matmul.used_outside_allocator_bytes);
+    expect(gpu.non_pytorch_source.kind).toBe('measured');
   });
 
   it('predicts the most the allocator could reserve to within the memory cuDNN and the last free scraps take', () => {
-    expect(h100.largest_reservable_bytes).toBe(facts.largest_reservable.reserved_bytes);
-    const available = memoryAvailableToPyTorch(h100);
+    expect(gpu.largest_reservable_bytes).toBe(facts.largest_reservable.reserved_bytes);
+    const available = memoryAvailableToPyTorch(gpu);
     expect(available).toBe(facts.environment.total_memory_bytes - facts.after_first_matmul.used_outside_allocator_bytes);
     expect(available).toBeGreaterThanOrEqual(facts.largest_reservable.reserved_bytes);
     expect(available - facts.largest_reservable.reserved_bytes).toBeLessThan(16 * MiB);
   });
 });
+}
 
 describe('findGpu', () => {
   it('finds a GPU by its id', () => {
