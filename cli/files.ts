@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { InputError } from '../engine/errors.ts';
+import { parsePlanText } from '../engine/plan/parse.ts';
+import type { Plan } from '../engine/plan/schema.ts';
 
 /** Reads a file the user named; a missing or unreadable file is their mistake (exit 2), not a crash. */
 export function readUserFile(path: string): Uint8Array {
@@ -10,4 +12,9 @@ export function readUserFile(path: string): Uint8Array {
     const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : String((error as Error).message);
     throw new InputError(path, why);
   }
+}
+
+/** A plan file the user named, read and checked (docs/plan-format.md). */
+export function readPlanFile(path: string): Plan {
+  return parsePlanText(new TextDecoder().decode(readUserFile(path)), path);
 }

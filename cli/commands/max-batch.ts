@@ -2,11 +2,10 @@
 import { InputError } from '../../engine/errors.ts';
 import { formatSize } from '../../engine/allocator/format.ts';
 import { findGpu } from '../../engine/gpu/catalog.ts';
-import { parsePlanText } from '../../engine/plan/parse.ts';
 import { DEFAULT_SAFETY_MARGIN, findMaxBatch } from '../../engine/search/max-batch.ts';
 import { advise } from '../../engine/search/advice.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
-import { readUserFile } from '../files.ts';
+import { readPlanFile } from '../files.ts';
 import { gpuCatalog, planGpu } from '../gpus.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [--gpu NAME | --memory-limit-bytes N] [options]
@@ -30,7 +29,7 @@ async function run(args: string[]): Promise<void> {
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
   const file = positionals[0]!;
-  let plan = parsePlanText(new TextDecoder().decode(readUserFile(file)), file);
+  let plan = readPlanFile(file);
   const gpuName = values.gpu as string | undefined;
   const limit = parseByteCount('--memory-limit-bytes', values['memory-limit-bytes'] as string | undefined);
   if (gpuName !== undefined && limit !== undefined) throw new InputError('memplan max-batch', 'give --gpu or --memory-limit-bytes, not both');

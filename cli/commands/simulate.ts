@@ -1,12 +1,11 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
 import { InputError } from '../../engine/errors.ts';
 import { formatSize } from '../../engine/allocator/format.ts';
-import { parsePlanText } from '../../engine/plan/parse.ts';
 import { simulate } from '../../engine/train/simulate.ts';
 import { advise } from '../../engine/search/advice.ts';
 import { planGpu } from '../gpus.ts';
 import { parseCommandArgs } from '../args.ts';
-import { readUserFile } from '../files.ts';
+import { readPlanFile } from '../files.ts';
 
 const usage = `Usage: memplan simulate PLAN.json [--json] [--summary]
 
@@ -24,10 +23,10 @@ async function run(args: string[]): Promise<void> {
   });
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
-  const plan = parsePlanText(new TextDecoder().decode(readUserFile(file)), file);
+  const plan = readPlanFile(file);
   const device = planGpu(plan);
   const r = simulate(plan, { device });
-  const advice = advise(plan, { device });
+  const advice = advise(plan, { device, basePeakReservedBytes: r.peakReservedBytes });
   if (values.json) {
     process.stdout.write(
       JSON.stringify({

@@ -639,62 +639,6 @@ export class CachingAllocator {
     if (i >= 0) this.expandableSegments.splice(i, 1);
     block.pool.unmapped.erase(block);
   }
-
-  // ---------------------------------------------------------------------------------------------- views
-
-  /** Every segment with its blocks in address order (what `torch.cuda.memory_snapshot()` lists). */
-  segments(): SegmentView[] {
-    const heads = new Set<Block>();
-    const addHead = (b: Block) => {
-      let head = b;
-      while (head.prev) head = head.prev;
-      heads.add(head);
-    };
-    for (const b of this.activeBlocks) addHead(b);
-    for (const pool of [this.largeBlocks, this.smallBlocks]) for (const b of pool.blocks.items) addHead(b);
-    const views: SegmentView[] = [];
-    for (const head of heads) {
-      const blocks: BlockView[] = [];
-      let total = 0;
-      let allocated = 0;
-      for (let b: Block | null = head; b; b = b.next) {
-        if (!b.mapped) continue;
-        const state = b.allocated ? 'active_allocated' : this.activeBlocks.has(b) ? 'active_pending_free' : 'inactive';
-        blocks.push({ address: b.ptr, size: b.size, requestedSize: b.requestedSize, state, label: b.label });
-        total += b.size;
-        if (b.allocated) allocated += b.size;
-      }
-      if (blocks.length === 0) continue;
-      views.push({
-        address: blocks[0]!.address,
-        totalSize: total,
-        allocatedSize: allocated,
-        segmentType: head.pool.isSmall ? 'small' : 'large',
-        stream: head.stream,
-        expandable: head.expandableSegment !== null,
-        blocks,
-      });
-    }
-    return views.sort((a, b) => a.address - b.address);
-  }
-}
-
-export interface BlockView {
-  address: number;
-  size: number;
-  requestedSize: number;
-  state: 'active_allocated' | 'active_pending_free' | 'inactive';
-  label: string | undefined;
-}
-
-export interface SegmentView {
-  address: number;
-  totalSize: number;
-  allocatedSize: number;
-  segmentType: 'small' | 'large';
-  stream: number;
-  expandable: boolean;
-  blocks: BlockView[];
 }
 
 /** `roundup_power2_next_division`. */

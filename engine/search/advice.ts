@@ -92,13 +92,15 @@ export function variants(plan: Plan): Variant[] {
 
 export interface AdviceOptions {
   device: DeviceSpec;
+  /** The plan's own peak reserved, when the caller has simulated it already. */
+  basePeakReservedBytes?: number;
   /** Also search each variant's largest micro-batch (slower). */
   withMaxBatch?: boolean;
 }
 
 /** Simulates each variant and ranks them by peak reserved memory saved. Variants the engine cannot simulate are left out. */
 export function advise(plan: Plan, options: AdviceOptions): Advice[] {
-  const base = simulate(plan, { device: options.device, timelinePoints: 0 });
+  const basePeak = options.basePeakReservedBytes ?? simulate(plan, { device: options.device, timelinePoints: 0 }).peakReservedBytes;
   const advice: Advice[] = [];
   for (const v of variants(plan)) {
     let r;
@@ -114,7 +116,7 @@ export function advise(plan: Plan, options: AdviceOptions): Advice[] {
       cost: v.cost,
       peakAllocatedBytes: r.peakAllocatedBytes,
       peakReservedBytes: r.peakReservedBytes,
-      savedBytes: base.peakReservedBytes - r.peakReservedBytes,
+      savedBytes: basePeak - r.peakReservedBytes,
       fits: r.oom === null,
     };
     if (options.withMaxBatch) {

@@ -67,32 +67,12 @@ export interface ReplayReport {
 
 const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
 
-/** The device for a replay: real segment addresses where the simulator matches the real run. */
-class ReplayDevice extends SimulatedDevice {
-  /** Real segment_alloc events waiting for the simulator's matching cudaMalloc. */
-  pendingRealSegments: SnapshotTraceEvent[] = [];
-  /** Addresses of segments the real run never made (the simulator's own choice). */
-  private readonly ownAddresses = new Set<number>();
-
-  protected override addressFor(size: number): number {
-    const i = this.pendingRealSegments.findIndex((e) => e.action === 'segment_alloc' && e.size === size);
-    if (i >= 0) return this.pendingRealSegments.splice(i, 1)[0]!.addr;
-    const ptr = super.addressFor(size);
-    this.ownAddresses.add(ptr);
-    return ptr;
-  }
-
-  protected override releaseAddress(ptr: number, size: number): void {
-    if (this.ownAddresses.delete(ptr)) super.releaseAddress(ptr, size);
-  }
-}
-
 /**
- * The device for a what-if replay: a new segment takes the address of the real run's next segment of the same
- * size that is not in use (so replaying under the recorded settings reproduces the real layout exactly, and
- * other settings stay as close to it as their segments allow).
+ * The device of a replay: a new segment takes the address of the real run's next segment of the same size that
+ * is not in use, so a replay in step with the real run reproduces its layout exactly (Note [Replay addresses]),
+ * and a what-if replay under other settings stays as close to it as its segments allow.
  */
-class WhatIfDevice extends SimulatedDevice {
+class TraceAddressDevice extends SimulatedDevice {
   private readonly realBySize = new Map<number, number[]>();
   private readonly inUse = new Set<number>();
   private readonly ownAddresses = new Set<number>();
@@ -134,7 +114,7 @@ function describe(e: { action: string; size: number }): string {
 export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions = {}): ReplayReport {
   const allocConf = options.allocConf ?? allocatorConfFromSettings(snapshot.allocatorSettings);
   const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf');
-  const device = new ReplayDevice();
+  const device = new TraceAddressDevice(snapshot.trace);
   const simEvents: TraceEvent[] = [];
   const allocator = new CachingAllocator({
     config,
@@ -182,7 +162,6 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
     }
     realPending.length = 0;
     simEvents.length = 0;
-    device.pendingRealSegments = [];
   };
 
   /** Next alloc or oom after index i: the allocation a run of segment frees may belong to. */
@@ -204,7 +183,6 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         realReserved += e.size;
         if (realReserved > realPeakReserved) realPeakReserved = realReserved;
         realPending.push(e);
-        device.pendingRealSegments.push(e);
         break;
       case 'segment_free':
       case 'segment_unmap': {
@@ -326,7 +304,7 @@ export function replayWhatIf(
   const config = parseAllocatorConf(allocConf, 'alloc conf');
   const allocator = new CachingAllocator({
     config,
-    device: new WhatIfDevice(snapshot.trace),
+    device: new TraceAddressDevice(snapshot.trace),
     totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
     memoryLimitBytes: options.memoryLimitBytes,
   });

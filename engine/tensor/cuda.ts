@@ -189,8 +189,4 @@ export class CudaDevice {
     }
     this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
   }
-
-  liveStorages(): ReadonlySet<Storage> {
-    return this.live;
-  }
 }

@@ -33,13 +33,6 @@ export class Optimizer {
     return this.impl === 'fused';
   }
 
-  /** Bytes of optimizer state held now. */
-  get stateBytes(): number {
-    let n = 0;
-    for (const tensors of this.state.values()) for (const t of tensors) n += t.nbytes;
-    return n;
-  }
-
   step(): void {
     const cuda = this.cuda;
     const withGrad = this.params.filter((p) => p.grad !== null);
