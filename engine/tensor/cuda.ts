@@ -40,9 +40,14 @@ export class CudaDevice {
   events = 0;
   readonly timeline: TimelinePoint[] = [];
   private readonly live = new Set<Storage>();
-  /** Called when allocated bytes reach a new peak (for the breakdown at the peak). */
-  onPeak: ((live: ReadonlySet<Storage>) => void) | undefined;
+  /**
+   * Called with what is alive at each new peak of allocated bytes (for the breakdown at the peak), once the
+   * peak is over: at the next free, or at `flushPeak()`. Allocations only raise the peak, so copying the live set
+   * at every one of them would be quadratic.
+   */
+  onPeak: ((live: ReadonlySet<Storage>, step: number, phase: string) => void) | undefined;
   private peakAllocated = 0;
+  private peakPending: { step: number; phase: string } | null = null;
 
   private readonly reductionDevice: ReductionDevice;
 
@@ -178,14 +183,24 @@ export class CudaDevice {
     this.threadWorkspaces.set(label, this.escape(this.empty([size], 'uint8', label, 'workspace')));
   }
 
+  /** Reports a peak that is still the current state (the end of a simulation). */
+  flushPeak(): void {
+    if (!this.peakPending) return;
+    this.onPeak?.(this.live, this.peakPending.step, this.peakPending.phase);
+    this.peakPending = null;
+  }
+
   private afterChange(storage: Storage, allocated: boolean): void {
     this.events++;
     if (allocated) this.live.add(storage);
-    else this.live.delete(storage);
+    else {
+      this.flushPeak(); // the live set before this free is the peak's
+      this.live.delete(storage);
+    }
     const a = this.allocator.allocatedBytes;
     if (a > this.peakAllocated) {
       this.peakAllocated = a;
-      this.onPeak?.(this.live);
+      this.peakPending = { step: this.step, phase: this.phase };
     }
     this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
   }

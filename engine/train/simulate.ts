@@ -143,9 +143,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
 
   let peakLive: LiveTensor[] = [];
   let peakAt = { step: 0, phase: 'load' };
-  cuda.onPeak = (live: ReadonlySet<Storage>) => {
+  cuda.onPeak = (live: ReadonlySet<Storage>, step: number, phase: string) => {
     peakLive = [...live].map((s) => ({ label: s.label, bytes: s.block?.size ?? s.nbytes, category: s.category }));
-    peakAt = { step: cuda.step, phase: cuda.phase };
+    peakAt = { step, phase };
   };
 
   const steps: StepResult[] = [];
@@ -225,6 +225,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     if (!(error instanceof OutOfMemoryError)) throw error;
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
   }
+  cuda.flushPeak();
 
   const peakAllocatedBytes = Math.max(0, ...steps.map((s) => s.peakAllocatedBytes), allocator.stats.allocated_bytes[0].peak);
   const peakReservedBytes = Math.max(0, ...steps.map((s) => s.peakReservedBytes), allocator.stats.reserved_bytes[0].peak);
