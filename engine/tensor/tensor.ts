@@ -34,12 +34,15 @@ export class Storage {
   block: Block | null;
   /** TensorImpls over this storage (`storage().use_count()`). */
   refs = 0;
+  /** What allocated_bytes counts for it: its block's size when handed out (rounded, maybe an unsplit remainder). */
+  readonly allocatedBytes: number;
   label: string;
   category: MemoryCategory;
 
   constructor(nbytes: number, block: Block | null, label: string, category: MemoryCategory) {
     this.nbytes = nbytes;
     this.block = block;
+    this.allocatedBytes = block?.size ?? 0;
     this.label = label;
     this.category = category;
   }

@@ -144,7 +144,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   let peakLive: LiveTensor[] = [];
   let peakAt = { step: 0, phase: 'load' };
   cuda.onPeak = (live: ReadonlySet<Storage>, step: number, phase: string) => {
-    peakLive = [...live].map((s) => ({ label: s.label, bytes: s.block?.size ?? s.nbytes, category: s.category }));
+    peakLive = [...live].map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
     peakAt = { step, phase };
   };
 
