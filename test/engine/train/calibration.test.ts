@@ -115,3 +115,18 @@ describe('the allocation sequence of exact cases', () => {
     });
   }
 });
+
+describe('the breakdown at the peak', () => {
+  it('accounts for every allocated byte at the recorded peak', () => {
+    const m = load('mlp_fp32_adam_foreach');
+    const plan = parsePlan(m.plan);
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false });
+    const { cached_free, ...held } = r.breakdownAtPeak;
+    expect(Object.values(held).reduce((a, b) => a + b, 0)).toBe(m.peak_allocated_bytes);
+    expect(cached_free).toBe(m.peak_reserved_bytes - m.peak_allocated_bytes);
+    // Blocks as allocated_bytes counts them: rounded, and whole when the remainder is too small to split.
+    expect(held.parameter).toBeGreaterThanOrEqual(r.parameterBytes);
+    expect(held.optimizer_state).toBeGreaterThanOrEqual(2 * r.parameterBytes); // Adam: exp_avg and exp_avg_sq
+    expect(r.largestAtPeak[0]!.bytes).toBeGreaterThanOrEqual(r.largestAtPeak.at(-1)!.bytes);
+  });
+});
