@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../engine/errors.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
+import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 
@@ -35,30 +36,6 @@ const EXACT = [
   'mlp_fp32_sgdm_foreach_ckpt',
   'mlp_amp_bf16_sgdm_ckpt_reentrant',
 ];
-
-/**
- * A trace as comparable strings: alloc/free numbered by allocation, segment events by size. Runs of consecutive
- * frees are sorted: they leave the same allocator state in any order (merging free neighbours is order-free),
- * and PyTorch frees some in hash-map order (the autocast cache), which no simulator can know.
- */
-function normalized(events: readonly { action: string; addr: number; size: number }[]): string[] {
-  const ids = new Map<number, number>();
-  let allocations = 0;
-  const out: string[] = [];
-  let run: string[] = [];
-  for (const e of events) {
-    if (e.action === 'free_requested') continue;
-    if (e.action === 'alloc') ids.set(e.addr, ++allocations);
-    if (e.action === 'free_completed') {
-      run.push(`free ${ids.get(e.addr)}`);
-      continue;
-    }
-    out.push(...run.sort());
-    run = [];
-    out.push(e.action === 'alloc' ? `alloc ${ids.get(e.addr)} ${e.size}` : `${e.action} ${e.size}`);
-  }
-  return [...out, ...run.sort()];
-}
 
 function load(name: string) {
   return JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Measurement;
@@ -101,11 +78,11 @@ describe('the allocation sequence of exact cases', () => {
   for (const name of EXACT) {
     it(`${name} matches the recorded trace event for event over all steps`, () => {
       const m = load(name);
-      const real = normalized(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
+      const real = comparableTrace(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
       const events: { action: string; addr: number; size: number }[] = [];
       const plan = parsePlan(m.plan);
       simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-      const sim = normalized(events);
+      const sim = comparableTrace(events);
       // The recording ends with the script tearing the model down right after the last zero_grad, whose frees
       // then run together with the teardown's: compare up to that last run of frees.
       let end = sim.length;
