@@ -10,6 +10,7 @@
  * - AccumulateGrad steals a gradient nobody else holds, and adds in place into an existing `.grad`.
  */
 import type { CudaDevice } from '../tensor/cuda.ts';
+import type { DType } from '../tensor/dtype.ts';
 import { numel, type Tensor } from '../tensor/tensor.ts';
 import { ReadyQueue } from './ready-queue.ts';
 
@@ -23,6 +24,8 @@ export interface Node {
   readonly next: ({ node: Node; slot: number } | null)[];
   /** Shapes of the forward inputs (for sum_to). */
   readonly inputShapes: (readonly number[])[];
+  /** Dtypes of the forward inputs (validate_outputs converts a gradient of another dtype). */
+  readonly inputDTypes?: (DType | null)[];
   /** Number of forward outputs (size of the input buffer). */
   readonly numOutputs: number;
   apply: BackwardFn;
@@ -89,10 +92,13 @@ export class CheckpointFrame {
   liveHolderNodes = 0;
   input: Tensor | null;
   readonly run: (x: Tensor) => Tensor;
+  /** Wraps the recomputation (to reopen the autocast region the forward ran in). */
+  readonly rerun: (body: () => Tensor) => Tensor;
 
-  constructor(input: Tensor, run: (x: Tensor) => Tensor) {
+  constructor(input: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor) {
     this.input = input;
     this.run = run;
+    this.rerun = rerun;
   }
 }
 
@@ -176,6 +182,7 @@ export class Autograd {
       seq: this.sequenceNr++,
       next: inputs.map((t) => this.edge(t)),
       inputShapes: inputs.map((t) => (t ? t.shape : [])),
+      inputDTypes: inputs.map((t) => (t ? t.dtype : null)),
       numOutputs: outputs.length,
       apply,
       releaseVariables,
@@ -240,7 +247,7 @@ export class Autograd {
         const x = device.ref(frame.input!);
         x.gradFn = null; // the saved input comes back detached, requiring grad
         x.requiresGrad = true;
-        const out = frame.run(x);
+        const out = frame.rerun(() => frame.run(x));
         device.release(out);
         device.release(x);
       });
@@ -252,9 +259,12 @@ export class Autograd {
     }
   }
 
-  /** `checkpoint(fn, x, use_reentrant=False)`: runs fn(x) as a checkpointed region; returns its output. */
-  checkpoint(x: Tensor, run: (x: Tensor) => Tensor): Tensor {
-    const frame = new CheckpointFrame(this.device.ref(x), run);
+  /**
+   * `checkpoint(fn, x, use_reentrant=False)`: runs fn(x) as a checkpointed region; returns its output. `rerun`
+   * wraps the recomputation: `recompute_fn` reruns fn under the forward's autocast state, a region of its own.
+   */
+  checkpoint(x: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor = (body) => body()): Tensor {
+    const frame = new CheckpointFrame(this.device.ref(x), run, rerun);
     const outer = this.frame;
     this.frame = frame;
     try {
@@ -356,7 +366,8 @@ export class Autograd {
       const inputs = buffers.get(node) ?? new Array<Tensor | null>(node.numOutputs).fill(null);
       buffers.delete(node);
       const outputs = node.apply(inputs);
-      // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it.
+      // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
+      // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
       for (let i = 0; i < outputs.length; i++) {
         const g = outputs[i];
         const shape = node.inputShapes[i];
@@ -364,6 +375,13 @@ export class Autograd {
           const reduced = device.sumTo(g, shape, `sum_to in ${node.name}`);
           device.release(g);
           outputs[i] = reduced;
+        }
+        const dtype = node.inputDTypes?.[i];
+        const h = outputs[i];
+        if (h && dtype && node.next[i] && h.dtype !== dtype) {
+          const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
+          device.release(h);
+          outputs[i] = converted;
         }
       }
       for (const g of inputs) device.release(g); // the InputBuffer dies when call_function returns

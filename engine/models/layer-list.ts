@@ -24,7 +24,7 @@ export type Checkpointing = false | 'non_reentrant' | 'reentrant';
  * CheckpointFunction saves the autocast state of its forward (`device_autocast_kwargs`) and reruns the region
  * under it in backward, as an autocast region of its own (its weight-cast cache starts empty).
  */
-function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, body: () => Tensor): Tensor {
+export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, body: () => Tensor): Tensor {
   if (!dtype) return body();
   const outer = rt.autocast;
   const region = new Autocast(dtype);
@@ -170,7 +170,7 @@ function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, chec
       const out =
         checkpointing === 'reentrant'
           ? rt.autograd.checkpointReentrant(h, (input) => region(rt, input), (body) => rerunUnderAutocast(rt, autocastDType, body))
-          : rt.autograd.checkpoint(h, (input) => region(rt, input));
+          : rt.autograd.checkpoint(h, (input) => region(rt, input), (body) => rerunUnderAutocast(rt, autocastDType, body));
       rt.cuda.release(h);
       h = out;
     }

@@ -3,11 +3,21 @@
  * with its derivatives.yaml backward. C++ temporaries live to the end of their full expression and die in
  * reverse order of creation, which the backward formulas below follow.
  */
-import type { DType } from '../tensor/dtype.ts';
+import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { castFp32 } from './autocast.ts';
 import type { Runtime } from './runtime.ts';
 
-function broadcastShape(a: readonly number[], b: readonly number[]): number[] {
+/** Type promotion of two floating-point tensors (`c10::promoteTypes`): the wider wins; fp16 with bf16 is fp32. */
+export function promote(a: DType, b: DType): DType {
+  if (a === b) return a;
+  if (a === 'float64' || b === 'float64') return 'float64';
+  if (a === 'float32' || b === 'float32') return 'float32';
+  if ((a === 'float16' && b === 'bfloat16') || (a === 'bfloat16' && b === 'float16')) return 'float32';
+  return DTYPE_BYTES[a] >= DTYPE_BYTES[b] ? a : b;
+}
+
+export function broadcastShape(a: readonly number[], b: readonly number[]): number[] {
   const n = Math.max(a.length, b.length);
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -27,20 +37,31 @@ export function toDType(rt: Runtime, t: Tensor, dtype: DType, label: string): Te
   return out;
 }
 
-/** `self.pow(2)`: PowBackward0 saves self; backward `grad * (2 * self.pow(1))`. */
+/** `self.pow(2)`. */
 export function square(rt: Runtime, self: Tensor, label: string): Tensor {
+  return powScalar(rt, self, 2, label);
+}
+
+/**
+ * `self.pow(exponent)` (a scalar exponent): PowBackward0 saves self; backward `grad * (exponent *
+ * self.pow(exponent - 1))`, three full-size results, the two temporaries dying at the end of the expression.
+ * On autocast's fp32 list: a lower-precision input is cast to fp32 first.
+ */
+export function powScalar(rt: Runtime, self: Tensor, exponent: number, label: string): Tensor {
   const { cuda, autograd } = rt;
-  const saved = autograd.saveInputs(autograd.needsGrad([self]), [self]);
-  const out = cuda.empty(self.shape, self.dtype, label, 'activation');
-  autograd.record('PowBackward0', [self], [out], saved, ([grad]) => {
+  const input = rt.autocast ? castFp32(rt, self, label) : self;
+  const saved = autograd.saveInputs(autograd.needsGrad([input]), [input]);
+  const out = cuda.empty(input.shape, input.dtype, label, 'activation');
+  autograd.record('PowBackward0', [input], [out], saved, ([grad]) => {
     if (!grad) return [null];
-    const pow1 = cuda.empty(self.shape, self.dtype, `${label} backward: self.pow(1)`);
-    const times2 = cuda.empty(self.shape, self.dtype, `${label} backward: 2 * self.pow(1)`);
-    const result = cuda.empty(broadcastShape(grad.shape, self.shape), grad.dtype, `grad of ${label}`);
-    cuda.release(times2);
+    const pow1 = cuda.empty(input.shape, input.dtype, `${label} backward: self.pow(${exponent - 1})`);
+    const times = cuda.empty(input.shape, input.dtype, `${label} backward: ${exponent} * self.pow(${exponent - 1})`);
+    const result = cuda.empty(broadcastShape(grad.shape, input.shape), promote(grad.dtype, input.dtype), `grad of ${label}`);
+    cuda.release(times);
     cuda.release(pow1);
     return [result];
   });
+  if (input !== self) cuda.release(input);
   return out;
 }
 
@@ -86,7 +107,7 @@ export function rsqrt(rt: Runtime, self: Tensor, label: string): Tensor {
 export function mul(rt: Runtime, self: Tensor, other: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
   const shape = broadcastShape(self.shape, other.shape);
-  const dtype = self.dtype === 'float32' || other.dtype === 'float32' ? 'float32' : self.dtype;
+  const dtype = promote(self.dtype, other.dtype);
   const selfNeeds = autograd.needsGrad([self]);
   const otherNeeds = autograd.needsGrad([other]);
   const toSave: Tensor[] = [];
@@ -96,9 +117,88 @@ export function mul(rt: Runtime, self: Tensor, other: Tensor, label: string): Te
   const out = cuda.empty(shape, dtype, label, 'activation');
   autograd.record('MulBackward0', [self, other], [out], saved, ([grad]) => {
     if (!grad) return [null, null];
-    const gOther = otherNeeds ? cuda.empty(broadcastShape(grad.shape, self.shape), other.dtype, `grad of ${label} (other)`) : null;
-    const gSelf = selfNeeds ? cuda.empty(broadcastShape(grad.shape, other.shape), self.dtype, `grad of ${label} (self)`) : null;
+    // mul_tensor_backward: grad * self (other's), grad * other (self's), in their promoted dtype; the engine then
+    // sums each to its input's shape and converts it to its input's dtype.
+    const gOther = otherNeeds ? cuda.empty(broadcastShape(grad.shape, self.shape), promote(grad.dtype, self.dtype), `grad of ${label} (other)`) : null;
+    const gSelf = selfNeeds ? cuda.empty(broadcastShape(grad.shape, other.shape), promote(grad.dtype, other.dtype), `grad of ${label} (self)`) : null;
     return [gSelf, gOther];
   });
+  return out;
+}
+
+/**
+ * `a + b` (broadcasting, mixed dtypes: the result in the promoted dtype). AddBackward0 saves nothing and hands
+ * `grad` to both; the engine sums it to each input's shape and converts it to each input's dtype.
+ */
+export function addTensors(rt: Runtime, a: Tensor, b: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(broadcastShape(a.shape, b.shape), promote(a.dtype, b.dtype), label, 'activation');
+  autograd.record('AddBackward0', [a, b], [out], [], ([grad]) => (grad ? [cuda.ref(grad), cuda.ref(grad)] : [null, null]));
+  return out;
+}
+
+/** `t * scalar` (or `scalar * t`): MulBackward1 saves nothing; backward allocates `grad * scalar`. */
+export function mulScalar(rt: Runtime, t: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(t.shape, t.dtype, label, 'activation');
+  autograd.record('MulBackward1', [t], [out], [], ([grad]) => [grad ? cuda.empty(grad.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
+
+/** `t + scalar` (or `scalar + t`): AddBackward1 passes the gradient on. */
+export function addScalar(rt: Runtime, t: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(t.shape, t.dtype, label, 'activation');
+  autograd.record('AddBackward1', [t], [out], [], ([grad]) => [grad ? cuda.ref(grad) : null]);
+  return out;
+}
+
+/** `-t`: NegBackward0 allocates `-grad`. */
+export function neg(rt: Runtime, t: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(t.shape, t.dtype, label, 'activation');
+  autograd.record('NegBackward0', [t], [out], [], ([grad]) => [grad ? cuda.empty(grad.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
+
+/** `torch.tanh(t)`: saves its result; backward `tanh_backward(grad, result)`. */
+export function tanh(rt: Runtime, t: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(t.shape, t.dtype, label, 'activation');
+  const saved = autograd.needsGrad([t]) ? [cuda.ref(out)] : [];
+  autograd.record('TanhBackward0', [t], [out], saved, ([grad]) => [grad ? cuda.empty(t.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
+
+/**
+ * `F.softmax(t, -1, dtype=...)`: `_softmax(t, dim, half_to_float)` computes a half input straight into an fp32
+ * result when asked for fp32 (autocast's fp32_set_opt_dtype policy does that for a half input); SoftmaxBackward0
+ * saves the result; its backward allocates the input's gradient (in the input's dtype) and a `grad * output`
+ * temporary (aten/src/ATen/native/cuda/SoftMax.cu; measured on the H100).
+ */
+export function softmax(rt: Runtime, t: Tensor, label: string, dtype?: DType): Tensor {
+  const { cuda, autograd } = rt;
+  const outDType = dtype ?? (rt.autocast && t.dtype !== 'float32' ? 'float32' : t.dtype);
+  const out = cuda.empty(t.shape, outDType, label, 'activation');
+  const saved = autograd.needsGrad([t]) ? [cuda.ref(out)] : [];
+  autograd.record('SoftmaxBackward0', [t], [out], saved, ([grad]) => {
+    if (!grad) return [null];
+    // softmax_backward_cuda_out: the structured output, then `tmp = grad * output` for the kernel
+    const gradInput = cuda.empty(t.shape, t.dtype, `grad of ${label}`);
+    const tmp = cuda.empty(grad.shape, grad.dtype, `${label} backward: grad * output`);
+    cuda.release(tmp);
+    return [gradInput];
+  });
+  return out;
+}
+
+/**
+ * `torch.cat(tensors, dim)`: one new contiguous tensor; CatBackward0 saves only sizes and hands each input a
+ * slice (a view) of the gradient.
+ */
+export function cat(rt: Runtime, tensors: readonly Tensor[], shape: readonly number[], label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.empty(shape, tensors[0]!.dtype, label, 'activation');
+  autograd.record('CatBackward0', tensors, [out], [], ([grad]) => tensors.map((t) => (grad ? cuda.view(grad, t.shape) : null)));
   return out;
 }

@@ -8,6 +8,7 @@
  */
 import type { Tensor } from '../tensor/tensor.ts';
 import { castLower } from './autocast.ts';
+import { matmul, mm } from './matmul.ts';
 import type { Runtime } from './runtime.ts';
 
 /** `F.linear(x, weight, bias)`; under autocast on its (cast) arguments. */
@@ -23,6 +24,13 @@ function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null,
   const { cuda, autograd } = rt;
   const outFeatures = weight.shape[0]!;
   const inFeatures = weight.shape[1]!;
+  if (!bias) {
+    // `at::matmul(input, weight.t())`: folded into one mm for a batched input.
+    const weightT = autograd.view('TBackward0', weight, [inFeatures, outFeatures]);
+    const out = x.shape.length === 2 ? mm(rt, x, weightT, label) : matmul(rt, x, weightT, { aContiguous: true, bContiguous: true }, label);
+    cuda.release(weightT);
+    return out;
+  }
   // addmm(bias, x2d, weight.t()): GCC evaluates the arguments right to left, so t() comes before the flatten.
   const weightT = autograd.view('TBackward0', weight, [inFeatures, outFeatures]);
   const flat = x.shape.length !== 2;
@@ -31,6 +39,24 @@ function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null,
   const out2d = addmm(rt, bias, x2d, weightT, label);
   cuda.release(weightT);
   if (!flat) return out2d;
+  cuda.release(x2d);
+  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures]);
+  cuda.release(out2d);
+  return out;
+}
+
+/**
+ * transformers' `Conv1D` (GPT-2): `torch.addmm(bias, x.view(-1, nx), weight).view(size_out)`, the weight stored
+ * as [in, out]. Under autocast addmm's arguments are cast right to left: weight, input, bias.
+ */
+export function conv1d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const inFeatures = weight.shape[0]!;
+  const outFeatures = weight.shape[1]!;
+  const x2d = autograd.view('ViewBackward0', x, [x.numel / inFeatures, inFeatures]);
+  const [bc, xc, wc] = rt.autocast ? castLower(rt, [bias, x2d, weight], [`${label} bias`, `${label} input`, `${label} weight`]) : [cuda.ref(bias), cuda.ref(x2d), cuda.ref(weight)];
+  const out2d = addmm(rt, bc!, xc!, wc!, label);
+  for (const t of [xc, wc, bc]) cuda.release(t);
   cuda.release(x2d);
   const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures]);
   cuda.release(out2d);

@@ -12,6 +12,8 @@ import { SimulatedDevice } from '../allocator/device-memory.ts';
 import { memorySummary } from '../allocator/format.ts';
 import { InputError } from '../errors.ts';
 import { layerListModel } from '../models/layer-list.ts';
+import { resolveHfConfig } from '../models/hf/config.ts';
+import { hfModel } from '../models/hf/index.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
 import { divScalar } from '../ops/pointwise.ts';
@@ -27,7 +29,7 @@ import type { GpuSpec } from '../gpu/catalog.ts';
 /** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
 export type DeviceSpec = Pick<
   GpuSpec,
-  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor'
+  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability'
 >;
 
 /** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
@@ -81,14 +83,18 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
   fp16: 'float16',
 };
 
-function buildModel(plan: Plan): TrainableModel {
+function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const m = plan.model;
-  const dtype = PARAM_DTYPE[plan.training.precision];
-  const checkpointing = plan.training.activation_checkpointing;
+  const t = plan.training;
+  const dtype = PARAM_DTYPE[t.precision];
+  const checkpointing = t.activation_checkpointing;
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing);
-  const kind = 'hf_config' in m ? 'Hugging Face models' : 'torchvision models';
-  throw new InputError('model', `${kind} are not simulated yet; this version simulates layer lists`);
+  if ('hf_config' in m) {
+    const options = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: { computeCapability: device.compute_capability } };
+    return hfModel(resolveHfConfig(m.hf_config), options);
+  }
+  throw new InputError('model.torchvision', 'torchvision models are not simulated yet; this version simulates layer lists and Hugging Face GPT-2, Llama, Mistral, Qwen2 and BERT configs');
 }
 
 function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
@@ -139,7 +145,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   const rt: Runtime = { cuda, autograd, autocast: null };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
-  const model = buildModel(plan);
+  const model = buildModel(plan, spec);
 
   let peakLive: LiveTensor[] = [];
   let peakAt = { step: 0, phase: 'load' };

@@ -35,6 +35,10 @@ const EXACT = [
   'layers_token_mlp_amp_bf16_b8',
   'mlp_fp32_sgdm_foreach_ckpt',
   'mlp_amp_bf16_sgdm_ckpt_reentrant',
+  'gpt2_small_amp_bf16_adamw',
+  'gpt2_small_bf16_accum4_sgdm',
+  'gpt2_small_fp32_eager_adam',
+  'gpt2_medium_amp_fp16_ckpt_fused',
 ];
 
 function load(name: string) {

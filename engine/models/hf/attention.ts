@@ -1,0 +1,164 @@
+/**
+ * Attention as transformers 5.x runs it for the models here: heads split by `.view(B, T, H, D).transpose(1, 2)`,
+ * the DynamicCache's copies of K and V, `sdpa_attention_forward` (integrations/sdpa_attention.py) and the
+ * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
+ */
+import { scaledDotProductAttention, sdpaBackend, type AttentionDevice } from '../../ops/attention.ts';
+import { addTensors, cat, mulScalar, softmax, toDType } from '../../ops/elementwise.ts';
+import { copy, matmul, viewCopyingGrad } from '../../ops/matmul.ts';
+import { dropout } from '../../ops/pointwise.ts';
+import type { Runtime } from '../../ops/runtime.ts';
+import type { DType } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+
+export type AttentionImpl = 'sdpa' | 'eager';
+
+/**
+ * `t.view(B, T, H, D).transpose(1, 2)`: two views. When the gradient will arrive in [B, H, T, D] memory order
+ * (`gradInHeadOrder`), ViewBackward0's `grad.reshape(B, T, H*D)` of its transpose is a copy.
+ */
+export function splitHeads(rt: Runtime, t: Tensor, heads: number, headDim: number, gradInHeadOrder: boolean, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, s] = t.shape as [number, number];
+  const viewed = gradInHeadOrder ? viewCopyingGrad(rt, t, [b, s, heads, headDim], label, 'ViewBackward0') : autograd.view('ViewBackward0', t, [b, s, heads, headDim]);
+  const out = autograd.view('TransposeBackward0', viewed, [b, heads, s, headDim]);
+  cuda.release(viewed);
+  return out;
+}
+
+
+/**
+ * `DynamicLayer.update`: `torch.cat([empty, key_states], dim=-2)` then the same for values: new contiguous copies
+ * [B, H, T, D] that the cache keeps until the model's output is dropped.
+ */
+export function cacheUpdate(rt: Runtime, k: Tensor, v: Tensor, label: string): [Tensor, Tensor] {
+  const kc = cat(rt, [k], k.shape, `${label} key (DynamicCache copy)`);
+  const vc = cat(rt, [v], v.shape, `${label} value (DynamicCache copy)`);
+  return [kc, vc];
+}
+
+export interface AttentionCall {
+  impl: AttentionImpl;
+  device: AttentionDevice;
+  dropoutP: number;
+  /** The additive [B, 1, T, T] mask eager attention gets (null: causal through is_causal / none). */
+  mask: Tensor | null;
+  /** Are k and v contiguous [B, H, T, D] tensors (cache copies), rather than views of a projection? */
+  kvContiguous: boolean;
+  /** Softmax in fp32 then cast back (Llama-family eager attention), rather than in the scores' dtype. */
+  softmaxFp32: boolean;
+  label: string;
+}
+
+/**
+ * Which of q, k and v get their gradient back in [B, H, T, D] memory order, so that the `view(B, T, H, D)` before
+ * the heads' transpose must copy it (splitHeads): eager attention's bmm gradients are [B*H, T, D] for q and v,
+ * while k's (through k^T) is [B*H, D, T], which views back; cuDNN and flash make dk and dv like k and v, which
+ * are [B, H, T, D] copies when the cache made them; memory-efficient attention makes all three [B, T, H, D].
+ * Measured on the H100 (gpt2_small_fp32_eager_adam, gpt2_small_amp_bf16_adamw).
+ */
+export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous'>): { q: boolean; k: boolean; v: boolean } {
+  if (call.impl === 'eager') return { q: true, k: false, v: true };
+  const backend = sdpaBackend({ dtype: q.dtype } as Tensor, call.device);
+  const kv = backend !== 'efficient' && call.kvContiguous;
+  return { q: false, k: kv, v: kv };
+}
+
+/**
+ * The attention of q [B, H, T, D] over k, v; returns `attn_output.transpose(1, 2)` made contiguous and reshaped
+ * to [B, T, H*D], as the models then use it (sdpa: views, the output being in that order already; eager: a copy).
+ */
+export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: AttentionCall): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, h, t, d] = q.shape as [number, number, number, number];
+  if (call.impl === 'sdpa') {
+    const backend = sdpaBackend(q, call.device);
+    const out = scaledDotProductAttention(rt, q, k, v, backend, { dropoutP: call.dropoutP, label: call.label });
+    const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
+    cuda.release(out);
+    const merged = autograd.view('ViewBackward0', transposed, [b, t, h * d]);
+    cuda.release(transposed);
+    return merged;
+  }
+  // eager_attention_forward
+  const kT = autograd.view('TransposeBackward0', k, [b, k.shape[1]!, d, t]);
+  const scores = matmul(rt, q, kT, { aContiguous: false, bContiguous: call.kvContiguous }, `${call.label} q @ k^T`);
+  cuda.release(kT);
+  let w = mulScalar(rt, scores, `${call.label} scores * scaling`);
+  cuda.release(scores);
+  if (call.mask) {
+    const masked = addTensors(rt, w, call.mask, `${call.label} scores + mask`);
+    cuda.release(w);
+    w = masked;
+  }
+  let probs = softmax(rt, w, `${call.label} softmax`, call.softmaxFp32 ? 'float32' : undefined);
+  cuda.release(w);
+  if (probs.dtype !== v.dtype) {
+    const cast = toDType(rt, probs, v.dtype, `${call.label} softmax.to(query.dtype)`);
+    cuda.release(probs);
+    probs = cast;
+  }
+  const dropped = dropout(rt, probs, call.dropoutP, `${call.label} attention dropout`);
+  cuda.release(probs);
+  // its output is transposed before the copy: the gradient comes back transposed
+  const out = matmul(rt, dropped, v, { aContiguous: true, bContiguous: call.kvContiguous, outGradContiguous: false }, `${call.label} probs @ v`);
+  cuda.release(dropped);
+  const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
+  cuda.release(out);
+  const merged = copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`);
+  cuda.release(transposed);
+  return merged;
+}
+
+/**
+ * `create_causal_mask` for eager attention (masking_utils.py `sdpa_mask` then `eager_mask`): index aranges for
+ * batch, head, query and key positions (each `arange(n) + offset`), the bool `kv_idx <= q_idx` [1, 1, T, T],
+ * then `torch.where(mask, tensor(0.0), finfo.min)` [B, 1, T, T] in the model's dtype (two scalars on the GPU).
+ * Measured on the H100 (gpt2_small_fp32_eager_adam).
+ */
+export function eagerCausalMask(rt: Runtime, batch: number, seq: number, dtype: DType): Tensor {
+  const { cuda } = rt;
+  const small = (n: number, what: string) => cuda.empty([n], 'int64', `causal mask: ${what}`, 'temporary');
+  const batchIdx = small(batch, 'arange(batch)');
+  const headIdx = small(1, 'arange(1)');
+  const qArange = small(seq, 'arange(q)');
+  const qIdx = small(seq, 'q_idx');
+  cuda.release(qArange);
+  const kvArange = small(seq, 'arange(kv)');
+  const kvIdx = small(seq, 'kv_idx');
+  cuda.release(kvArange);
+  const allowed = cuda.empty([1, 1, seq, seq], 'bool', 'causal mask: kv_idx <= q_idx', 'temporary');
+  for (const t of [batchIdx, headIdx, qIdx, kvIdx]) cuda.release(t);
+  const zero = cuda.empty([], dtype, 'causal mask: tensor(0.0)', 'temporary');
+  const min = cuda.empty([], dtype, 'causal mask: finfo.min', 'temporary');
+  const mask = cuda.empty([batch, 1, seq, seq], dtype, 'causal mask', 'activation');
+  cuda.release(min);
+  cuda.release(zero);
+  cuda.release(allowed);
+  return mask;
+}
+
+/**
+ * masking_utils.py `find_packed_sequence_indices(position_ids.expand(B, -1))`, run by the mask builders when there
+ * is neither an attention mask nor a cache (training with gradient checkpointing): `position_ids[:, :1] - 1`,
+ * `torch.diff(..., prepend=...)` (a cat of T + 1 columns, then the difference), `(diff != 1).cumsum(-1)` (the
+ * bool converted to int64 for the scan), `(mask[:, -1] == 0).all()`; it returns None and its locals die.
+ * Measured on the H100 (gpt2_medium_amp_fp16_ckpt_fused).
+ */
+export function findPackedSequenceIndices(rt: Runtime, batch: number, seq: number): void {
+  const { cuda } = rt;
+  const first = cuda.empty([batch, 1], 'int64', 'packed-sequence check: position_ids[:, :1] - 1', 'temporary');
+  const combined = cuda.empty([batch, seq + 1], 'int64', 'packed-sequence check: diff prepend', 'temporary');
+  const diff = cuda.empty([batch, seq], 'int64', 'packed-sequence check: diff', 'temporary');
+  cuda.release(combined);
+  const notOne = cuda.empty([batch, seq], 'bool', 'packed-sequence check: diff != 1', 'temporary');
+  const cumsum = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum', 'temporary');
+  const asLong = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum input as int64', 'temporary');
+  cuda.release(asLong);
+  cuda.release(notOne);
+  const last = cuda.empty([batch], 'bool', 'packed-sequence check: mask[:, -1] == 0', 'temporary');
+  const all = cuda.empty([], 'bool', 'packed-sequence check: all()', 'temporary');
+  cuda.release(last);
+  cuda.release(all);
+  for (const t of [first, diff, cumsum]) cuda.release(t);
+}

@@ -1,0 +1,211 @@
+/**
+ * A Hugging Face `config.json`, as `AutoConfig` reads it: `model_type` picks the configuration class, whose
+ * defaults fill the missing keys (transformers 5.x `configuration_*.py`), and `architectures` picks the head.
+ * Only the keys that change memory are resolved; unknown keys are ignored, as transformers ignores them.
+ */
+import { InputError } from '../../errors.ts';
+
+export type HfFamily = 'gpt2' | 'llama' | 'bert';
+
+export type HfActivation = 'gelu' | 'gelu_new' | 'gelu_pytorch_tanh' | 'relu' | 'silu';
+
+export interface Gpt2Config {
+  family: 'gpt2';
+  modelType: string;
+  vocabSize: number;
+  positions: number;
+  hidden: number;
+  layers: number;
+  heads: number;
+  inner: number;
+  activation: HfActivation;
+  residDropout: number;
+  embdDropout: number;
+  attnDropout: number;
+  useCache: boolean;
+}
+
+export interface LlamaConfig {
+  family: 'llama';
+  modelType: 'llama' | 'mistral' | 'qwen2';
+  vocabSize: number;
+  hidden: number;
+  intermediate: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  maxPositions: number;
+  activation: HfActivation;
+  attentionBias: boolean;
+  /** Qwen2: biases on q, k and v only. */
+  qkvBias: boolean;
+  mlpBias: boolean;
+  attentionDropout: number;
+  tieWordEmbeddings: boolean;
+  /** A sliding window that applies (Mistral's default 4096; Qwen2 only with use_sliding_window). */
+  slidingWindow: number | null;
+  useCache: boolean;
+}
+
+export interface BertConfig {
+  family: 'bert';
+  modelType: 'bert';
+  vocabSize: number;
+  hidden: number;
+  layers: number;
+  heads: number;
+  intermediate: number;
+  activation: HfActivation;
+  hiddenDropout: number;
+  attentionDropout: number;
+  maxPositions: number;
+  typeVocabSize: number;
+  tieWordEmbeddings: boolean;
+}
+
+export type HfConfig = Gpt2Config | LlamaConfig | BertConfig;
+
+const WHERE = 'model.hf_config';
+
+function read(raw: Record<string, unknown>, key: string): unknown {
+  return raw[key];
+}
+
+function int(raw: Record<string, unknown>, key: string, fallback: number | null): number {
+  const v = read(raw, key);
+  if (v === undefined || v === null) {
+    if (fallback === null) throw new InputError(`${WHERE}.${key}`, 'is required for this model_type');
+    return fallback;
+  }
+  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) throw new InputError(`${WHERE}.${key}`, `must be a positive integer, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function prob(raw: Record<string, unknown>, key: string, fallback: number): number {
+  const v = read(raw, key);
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || v < 0 || v > 1) throw new InputError(`${WHERE}.${key}`, `must be a probability between 0 and 1, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function bool(raw: Record<string, unknown>, key: string, fallback: boolean): boolean {
+  const v = read(raw, key);
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'boolean') throw new InputError(`${WHERE}.${key}`, `must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+const ACTIVATIONS: Record<string, HfActivation> = {
+  gelu: 'gelu',
+  gelu_new: 'gelu_new',
+  gelu_pytorch_tanh: 'gelu_pytorch_tanh',
+  relu: 'relu',
+  silu: 'silu',
+  swish: 'silu',
+};
+
+function activation(raw: Record<string, unknown>, key: string, fallback: string): HfActivation {
+  const v = read(raw, key) ?? fallback;
+  const a = typeof v === 'string' ? ACTIVATIONS[v] : undefined;
+  if (!a) throw new InputError(`${WHERE}.${key}`, `the activation ${JSON.stringify(v)} is not simulated yet; simulated: ${Object.keys(ACTIVATIONS).join(', ')}`);
+  return a;
+}
+
+/** The head the plan trains: causal LM for decoders, masked LM for BERT; `architectures` must agree. */
+function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
+  const archs = read(raw, 'architectures');
+  if (archs === undefined || archs === null) return;
+  if (!Array.isArray(archs) || archs.some((a) => typeof a !== 'string')) throw new InputError(`${WHERE}.architectures`, 'must be a list of class names');
+  const first = archs[0] as string | undefined;
+  if (first !== undefined && !accepted.includes(first)) {
+    throw new InputError(`${WHERE}.architectures`, `"${first}" is not simulated yet; memplan trains ${accepted.join(' or ')} for this model_type`);
+  }
+}
+
+export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
+  const modelType = read(raw, 'model_type');
+  if (typeof modelType !== 'string') throw new InputError(`${WHERE}.model_type`, 'is required: the config.json of a Hugging Face model names its model_type');
+  switch (modelType) {
+    case 'gpt2': {
+      checkArchitectures(raw, ['GPT2LMHeadModel']);
+      const hidden = int(raw, 'n_embd', 768);
+      const heads = int(raw, 'n_head', 12);
+      if (hidden % heads !== 0) throw new InputError(`${WHERE}.n_embd`, `must be divisible by n_head (${heads})`);
+      return {
+        family: 'gpt2',
+        modelType,
+        vocabSize: int(raw, 'vocab_size', 50257),
+        positions: int(raw, 'n_positions', 1024),
+        hidden,
+        layers: int(raw, 'n_layer', 12),
+        heads,
+        inner: int(raw, 'n_inner', 4 * hidden),
+        activation: activation(raw, 'activation_function', 'gelu_new'),
+        residDropout: prob(raw, 'resid_pdrop', 0.1),
+        embdDropout: prob(raw, 'embd_pdrop', 0.1),
+        attnDropout: prob(raw, 'attn_pdrop', 0.1),
+        useCache: bool(raw, 'use_cache', true),
+      };
+    }
+    case 'llama':
+    case 'mistral':
+    case 'qwen2': {
+      const defaults = {
+        llama: { vocab: 32000, hidden: 4096, intermediate: 11008, layers: 32, heads: 32, kv: null, positions: 2048, tie: false },
+        mistral: { vocab: 32000, hidden: 4096, intermediate: 14336, layers: 32, heads: 32, kv: 8, positions: 4096 * 32, tie: false },
+        qwen2: { vocab: 151936, hidden: 4096, intermediate: 22016, layers: 32, heads: 32, kv: 32, positions: 32768, tie: false },
+      }[modelType];
+      checkArchitectures(raw, [{ llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM' }[modelType]]);
+      const hidden = int(raw, 'hidden_size', defaults.hidden);
+      const heads = int(raw, 'num_attention_heads', defaults.heads);
+      const kvHeads = int(raw, 'num_key_value_heads', defaults.kv ?? heads);
+      if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
+      const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
+      const window = modelType === 'mistral' ? read(raw, 'sliding_window') === undefined ? 4096 : read(raw, 'sliding_window') : modelType === 'qwen2' && bool(raw, 'use_sliding_window', false) ? read(raw, 'sliding_window') ?? 4096 : null;
+      return {
+        family: 'llama',
+        modelType,
+        vocabSize: int(raw, 'vocab_size', defaults.vocab),
+        hidden,
+        intermediate: int(raw, 'intermediate_size', defaults.intermediate),
+        layers: int(raw, 'num_hidden_layers', defaults.layers),
+        heads,
+        kvHeads,
+        headDim,
+        maxPositions: int(raw, 'max_position_embeddings', defaults.positions),
+        activation: activation(raw, 'hidden_act', 'silu'),
+        attentionBias: modelType === 'llama' ? bool(raw, 'attention_bias', false) : false,
+        qkvBias: modelType === 'qwen2',
+        mlpBias: modelType === 'llama' ? bool(raw, 'mlp_bias', false) : false,
+        attentionDropout: prob(raw, 'attention_dropout', 0),
+        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', defaults.tie),
+        slidingWindow: typeof window === 'number' ? window : null,
+        useCache: bool(raw, 'use_cache', true),
+      };
+    }
+    case 'bert': {
+      checkArchitectures(raw, ['BertForMaskedLM', 'BertForPreTraining', 'BertModel']);
+      const hidden = int(raw, 'hidden_size', 768);
+      const heads = int(raw, 'num_attention_heads', 12);
+      if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
+      return {
+        family: 'bert',
+        modelType,
+        vocabSize: int(raw, 'vocab_size', 30522),
+        hidden,
+        layers: int(raw, 'num_hidden_layers', 12),
+        heads,
+        intermediate: int(raw, 'intermediate_size', 3072),
+        activation: activation(raw, 'hidden_act', 'gelu'),
+        hiddenDropout: prob(raw, 'hidden_dropout_prob', 0.1),
+        attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
+        maxPositions: int(raw, 'max_position_embeddings', 512),
+        typeVocabSize: int(raw, 'type_vocab_size', 2),
+        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+      };
+    }
+    default:
+      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, bert`);
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * `GPT2LMHeadModel` (transformers 5.x modeling_gpt2.py) trained as `model(input_ids=ids, labels=ids).loss`.
+ * Parameters in `Module._apply` order: wte, wpe, per block ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+ * mlp.c_proj (weight then bias; Conv1D weights stored [in, out]), ln_f; lm_head is wte (tied), moved once; no
+ * buffers. `config.use_cache` (true by default) makes a DynamicCache in training too, whose K/V copies every
+ * layer's attention then uses; gradient checkpointing turns it off.
+ */
+import type { AttentionDevice } from '../../ops/attention.ts';
+import { embedding } from '../../ops/embedding.ts';
+import { addTensors } from '../../ops/elementwise.ts';
+import { conv1d, linear } from '../../ops/linear.ts';
+import { layerNorm } from '../../ops/norm.ts';
+import { dropout } from '../../ops/pointwise.ts';
+import type { Runtime } from '../../ops/runtime.ts';
+import type { DType } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { Checkpointing } from '../layer-list.ts';
+import type { ParameterSpec, TrainableModel } from '../model.ts';
+import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, splitHeads, type AttentionImpl } from './attention.ts';
+import { causalLmLoss, hfActivation } from './common.ts';
+import type { Gpt2Config } from './config.ts';
+import { runLayers } from './layers.ts';
+
+export interface HfModelOptions {
+  dtype: DType;
+  seqLen: number;
+  attention: AttentionImpl;
+  checkpointing: Checkpointing;
+  device: AttentionDevice;
+}
+
+export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableModel {
+  const { dtype, seqLen, checkpointing } = options;
+  const e = cfg.hidden;
+  const params: ParameterSpec[] = [];
+  const p = (name: string, shape: number[]) => params.push({ name, shape, dtype });
+  p('transformer.wte.weight', [cfg.vocabSize, e]);
+  p('transformer.wpe.weight', [cfg.positions, e]);
+  for (let i = 0; i < cfg.layers; i++) {
+    const h = `transformer.h.${i}`;
+    p(`${h}.ln_1.weight`, [e]);
+    p(`${h}.ln_1.bias`, [e]);
+    p(`${h}.attn.c_attn.weight`, [e, 3 * e]);
+    p(`${h}.attn.c_attn.bias`, [3 * e]);
+    p(`${h}.attn.c_proj.weight`, [e, e]);
+    p(`${h}.attn.c_proj.bias`, [e]);
+    p(`${h}.ln_2.weight`, [e]);
+    p(`${h}.ln_2.bias`, [e]);
+    p(`${h}.mlp.c_fc.weight`, [e, cfg.inner]);
+    p(`${h}.mlp.c_fc.bias`, [cfg.inner]);
+    p(`${h}.mlp.c_proj.weight`, [cfg.inner, e]);
+    p(`${h}.mlp.c_proj.bias`, [e]);
+  }
+  p('transformer.ln_f.weight', [e]);
+  p('transformer.ln_f.bias', [e]);
+  const weights = new Map<string, Tensor>();
+  const w = (name: string) => weights.get(name)!;
+  const heads = cfg.heads;
+  const headDim = e / heads;
+  // gradient checkpointing forces use_cache=False
+  const useCache = cfg.useCache && !checkpointing;
+
+  function attention(rt: Runtime, x: Tensor, i: number, mask: Tensor | null): Tensor {
+    const { cuda } = rt;
+    const h = `transformer.h.${i}.attn`;
+    const call = {
+      impl: options.attention,
+      device: options.device,
+      dropoutP: cfg.attnDropout,
+      mask,
+      kvContiguous: useCache,
+      softmaxFp32: false,
+      label: `${h} attention`,
+    };
+    const qkv = conv1d(rt, x, w(`${h}.c_attn.weight`), w(`${h}.c_attn.bias`), `${h}.c_attn`);
+    const parts = splitLastDim(rt, qkv, 3);
+    cuda.release(qkv); // the temporary `self.c_attn(hidden_states)`: its views keep it
+    const copies = gradCopies(qkv, call);
+    let k = splitHeads(rt, parts[1], heads, headDim, copies.k, `${h} key`);
+    let v = splitHeads(rt, parts[2], heads, headDim, copies.v, `${h} value`);
+    const q = splitHeads(rt, parts[0], heads, headDim, copies.q, `${h} query`);
+    for (const t of parts) cuda.release(t);
+    if (useCache) {
+      const [kc, vc] = cacheUpdate(rt, k, v, h);
+      cuda.release(k);
+      cuda.release(v);
+      k = kc;
+      v = vc;
+    }
+    const merged = attend(rt, q, k, v, call);
+    const proj = conv1d(rt, merged, w(`${h}.c_proj.weight`), w(`${h}.c_proj.bias`), `${h}.c_proj`);
+    cuda.release(merged);
+    const out = dropout(rt, proj, cfg.residDropout, `${h}.resid_dropout`);
+    cuda.release(proj);
+    for (const t of [q, k, v]) cuda.release(t); // GPT2Attention.forward returns: its locals die
+    return out;
+  }
+
+  function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
+    const { cuda } = rt;
+    const m = `transformer.h.${i}.mlp`;
+    const fc = conv1d(rt, x, w(`${m}.c_fc.weight`), w(`${m}.c_fc.bias`), `${m}.c_fc`);
+    const act = hfActivation(rt, cfg.activation, fc, `${m}.act`);
+    cuda.release(fc);
+    const proj = conv1d(rt, act, w(`${m}.c_proj.weight`), w(`${m}.c_proj.bias`), `${m}.c_proj`);
+    cuda.release(act);
+    const out = dropout(rt, proj, cfg.residDropout, `${m}.dropout`);
+    cuda.release(proj);
+    return out;
+  }
+
+  function block(rt: Runtime, x: Tensor, i: number, mask: Tensor | null): Tensor {
+    const { cuda } = rt;
+    const b = `transformer.h.${i}`;
+    const ln1 = layerNorm(rt, x, w(`${b}.ln_1.weight`), w(`${b}.ln_1.bias`), `${b}.ln_1`);
+    const attnOut = attention(rt, ln1, i, mask);
+    const hidden = addTensors(rt, attnOut, x, `${b} attn_output + residual`);
+    cuda.release(ln1);
+    const ln2 = layerNorm(rt, hidden, w(`${b}.ln_2.weight`), w(`${b}.ln_2.bias`), `${b}.ln_2`);
+    const ff = mlp(rt, ln2, i);
+    const out = addTensors(rt, hidden, ff, `${b} residual + feed_forward`);
+    cuda.release(ln2);
+    // the block returns: its locals die
+    cuda.release(attnOut);
+    cuda.release(ff);
+    cuda.release(hidden);
+    return out;
+  }
+
+  return {
+    description: `GPT-2 (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
+    parameters: params,
+    bindParameter(name, tensor) {
+      weights.set(name, tensor);
+    },
+    makeInputs(rt, batch) {
+      return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
+    },
+    loss(rt, [ids]) {
+      const { cuda } = rt;
+      const [b, t] = ids!.shape as [number, number];
+      const inputsEmbeds = embedding(rt, w('transformer.wte.weight'), ids!, 'transformer.wte');
+      // position_ids = torch.arange(T) + past_seen_tokens, then unsqueeze(0)
+      const arange = cuda.empty([t], 'int64', 'arange(T)', 'input');
+      const positions = cuda.empty([1, t], 'int64', 'position_ids', 'input');
+      cuda.release(arange);
+      const positionEmbeds = embedding(rt, w('transformer.wpe.weight'), positions, 'transformer.wpe');
+      const summed = addTensors(rt, inputsEmbeds, positionEmbeds, 'inputs_embeds + position_embeds');
+      // create_causal_mask: the packed-sequence check runs when there is no cache (gradient checkpointing)
+      if (!useCache) findPackedSequenceIndices(rt, b, t);
+      const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, dtype) : null;
+      let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
+      cuda.release(summed);
+      hidden = runLayers(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask));
+      const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
+      cuda.release(hidden);
+      // GPT2Model.forward returns: its locals die
+      for (const t of [mask, positions, positionEmbeds, inputsEmbeds]) cuda.release(t);
+      const logits = linear(rt, normed, w('transformer.wte.weight'), null, 'lm_head');
+      const loss = causalLmLoss(rt, logits, ids!);
+      cuda.release(normed); // GPT2LMHeadModel.forward returns
+      cuda.release(logits); // the output object is dropped once `.loss` is read
+      return loss;
+    },
+  };
+}
+
+/**
+ * `t.split(n, dim=-1)` into equal parts: views; SplitBackward0 builds the input's gradient with one `cat` of the
+ * parts' gradients (missing ones as zeros).
+ */
+export function splitLastDim(rt: Runtime, t: Tensor, parts: number): [Tensor, Tensor, Tensor] {
+  const { cuda, autograd } = rt;
+  const size = t.shape[t.shape.length - 1]! / parts;
+  const shape = [...t.shape.slice(0, -1), size];
+  const outs = Array.from({ length: parts }, () => cuda.view(t, shape));
+  autograd.record('SplitBackward0', [t], outs, [], (grads) => [grads.some((g) => g) ? cuda.empty(t.shape, grads.find((g) => g)!.dtype, 'grad of split (cat)') : null]);
+  return outs as [Tensor, Tensor, Tensor];
+}

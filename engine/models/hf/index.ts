@@ -1,0 +1,14 @@
+/** A Hugging Face config.json's model: the implementation its `model_type` names. */
+import { InputError } from '../../errors.ts';
+import type { TrainableModel } from '../model.ts';
+import type { HfConfig } from './config.ts';
+import { gpt2Model, type HfModelOptions } from './gpt2.ts';
+
+export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
+  switch (cfg.family) {
+    case 'gpt2':
+      return gpt2Model(cfg, options);
+    default:
+      throw new InputError('model.hf_config.model_type', `"${cfg.modelType}" is not simulated yet`);
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * `F.scaled_dot_product_attention(q, k, v, is_causal=..., dropout_p=...)` in training, q/k/v [B, H, L, D]
+ * (aten/src/ATen/native/transformers: sdp_utils.cpp picks the backend; attention.cu, attention_backward.cu,
+ * cuda/flash_attn/flash_api.cpp, the cuDNN frontend in MHA.cpp allocate).
+ *
+ * Backend, as PyTorch 2.11 picks it without a mask:
+ * - fp16/bf16 on compute capability 9.x/10.x with cuDNN newer than 9.15 (PyTorch's CUDA 13 wheels ship 9.19):
+ *   cuDNN attention first (`check_prefer_cudnn_attention`). Measured on the H100 with C++ stacks: GPT-2's
+ *   attention, dropout 0.1, runs ScaledDotProductCudnnAttentionBackward0 (test/fixtures/probes).
+ * - fp16/bf16 elsewhere: flash attention.
+ * - fp32: memory-efficient attention (flash and cuDNN take half types only).
+ *
+ * Memory layout: every output here is allocated in [B, L, H, D] order (cuDNN and flash follow the query's
+ * memory order, which is that for a query made by `.view(B, L, H, D).transpose(1, 2)` and for elementwise ops on
+ * it; memory-efficient attention always allocates [B, L, H, D]). So Hugging Face's
+ * `out.transpose(1, 2).contiguous()` copies nothing and the gradient arrives in the output's order.
+ */
+import { DTYPE_BYTES } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { Runtime } from './runtime.ts';
+
+export type SdpaBackend = 'cudnn' | 'flash' | 'efficient';
+
+/** What picks the backend besides the inputs. */
+export interface AttentionDevice {
+  /** `torch.cuda.get_device_capability()`. */
+  computeCapability: readonly [number, number];
+}
+
+export function sdpaBackend(q: Tensor, device: AttentionDevice): SdpaBackend {
+  if (q.dtype !== 'float16' && q.dtype !== 'bfloat16') return 'efficient';
+  const major = device.computeCapability[0];
+  return major === 9 || major === 10 ? 'cudnn' : 'flash';
+}
+
+export interface SdpaOptions {
+  dropoutP: number;
+  /** Names the tensors in the breakdown. k and v may have fewer heads than q (`enable_gqa=True`). */
+  label: string;
+}
+
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+
+/** The attention output [B, H, L, D] (memory in [B, L, H, D] order). */
+export function scaledDotProductAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, backend: SdpaBackend, options: SdpaOptions): Tensor {
+  if (backend === 'cudnn') return cudnnAttention(rt, q, k, v, options);
+  if (backend === 'flash') return flashAttention(rt, q, k, v, options);
+  return efficientAttention(rt, q, k, v, options);
+}
+
+/**
+ * cuDNN attention (`_scaled_dot_product_cudnn_attention_cuda`): seed and offset (two int64 scalars, always),
+ * the output, the softmax statistics [B, H, L, 1] fp32 (when a gradient is needed), and cuDNN's workspace for the
+ * duration of the call. Backward: dq, dk, dv like the inputs, then cuDNN's backward workspace. Measured on the
+ * H100 (cuDNN 9.19, D = 64): forward workspace 256 B; backward workspace B*H*L*D*4 + B*H*L*4 + 256 B (an fp32 dQ
+ * accumulator and a row statistic), e.g. 12,779,776 B for B=8, H=12, L=512 and 8,519,936 B for B=16, H=8, L=256.
+ */
+function cudnnAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label }: SdpaOptions): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, h, l] = q.shape as [number, number, number, number];
+  const d = q.shape[3]!;
+  const needs = autograd.needsGrad([q, k, v]);
+  const savedInputs = autograd.saveInputs(needs, [q, k, v]);
+  const seed = cuda.empty([], 'int64', `${label} cuDNN seed`, 'activation');
+  const offset = cuda.empty([], 'int64', `${label} cuDNN offset`, 'activation');
+  const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
+  const stats = needs ? cuda.empty([b, h, l, 1], 'float32', `${label} softmax stats`, 'activation') : null;
+  const ws = cuda.empty([256], 'uint8', `${label} cuDNN workspace`, 'workspace');
+  cuda.release(ws);
+  const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(stats!), cuda.ref(seed), cuda.ref(offset)] : [];
+  cuda.release(stats);
+  cuda.release(offset);
+  cuda.release(seed);
+  autograd.record('ScaledDotProductCudnnAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const dq = cuda.empty(q.shape, q.dtype, `grad of ${label} query`);
+    const dk = cuda.empty(k.shape, k.dtype, `grad of ${label} key`);
+    const dv = cuda.empty(v.shape, v.dtype, `grad of ${label} value`);
+    const bwd = cuda.empty([b * h * l * d * 4 + b * h * l * 4 + 256], 'uint8', `${label} cuDNN backward workspace`, 'workspace');
+    cuda.release(bwd);
+    return [dq, dk, dv];
+  });
+  return out;
+}
+
+/**
+ * Flash attention (`_flash_attention_forward` -> `mha_fwd`): the output like the query, the log-sum-exp
+ * [B, H, L] fp32, the RNG state (uint64[2]) and an unused scalar; with dropout the RNG state is made again
+ * (the first one dies). Backward (`mha_bwd`): dq, dk, dv like the inputs, `softmax_d` [B, H, round128(L)] fp32 and
+ * the fp32 dQ accumulator [B, round128(L), H, round32(D)], freed on return; with fewer k/v heads, dk and dv are
+ * first computed per query head ([B, S, H, D]) and summed.
+ */
+function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP, label }: SdpaOptions): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, h, l, d] = q.shape as [number, number, number, number];
+  const needs = autograd.needsGrad([q, k, v]);
+  const savedInputs = autograd.saveInputs(needs, [q, k, v]);
+  const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
+  const lse = cuda.empty([b, h, l], 'float32', `${label} logsumexp`, 'activation');
+  let rng = cuda.empty([2], 'int64', `${label} RNG state`, 'activation');
+  const unused = cuda.empty([], 'int64', `${label} (unused)`, 'activation');
+  if (dropoutP > 0) {
+    const again = cuda.empty([2], 'int64', `${label} RNG state`, 'activation');
+    cuda.release(rng);
+    rng = again;
+  }
+  const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(lse), cuda.ref(rng), cuda.ref(unused)] : [];
+  for (const t of [unused, rng, lse]) cuda.release(t);
+  autograd.record('ScaledDotProductFlashAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const hk = k.shape[1]!;
+    const s = k.shape[2]!;
+    const dq = cuda.empty(q.shape, q.dtype, `grad of ${label} query`);
+    const dk = cuda.empty(k.shape, k.dtype, `grad of ${label} key`);
+    const dv = cuda.empty(v.shape, v.dtype, `grad of ${label} value`);
+    const softmaxD = cuda.empty([b, h, roundUp(l, 128)], 'float32', `${label} backward: softmax_d`, 'workspace');
+    const dqAccum = cuda.empty([b, roundUp(l, 128), h, roundUp(d, 32)], 'float32', `${label} backward: dq_accum`, 'workspace');
+    const expanded = hk !== h ? [cuda.empty([b, s, h, d], k.dtype, `${label} backward: dk expanded`, 'workspace'), cuda.empty([b, s, h, d], v.dtype, `${label} backward: dv expanded`, 'workspace')] : [];
+    for (const t of [...expanded.reverse(), dqAccum, softmaxD]) cuda.release(t);
+    return [dq, dk, dv];
+  });
+  return out;
+}
+
+/**
+ * Memory-efficient attention (`_efficient_attention_forward`): the output [B, L, H, D] and the log-sum-exp
+ * [B, H, round32(L)] fp32 (seed and offset are CPU scalars). Backward (`_efficient_attention_backward`): grad q,
+ * k, v; `delta` [B, H, L] fp32 (for fp32 inputs computed as (grad * out).sum(-1), whose product is a full-size
+ * temporary); the kernel's workspace, an fp32 dQ accumulator per key split:
+ * 4 * B * H * align4(ceil(L/BI) * ceil(D/BJ) * (4 + BI*BJ)) bytes with cutlassB.h's tile BI x BJ.
+ */
+function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label }: SdpaOptions): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, h, l, d] = q.shape as [number, number, number, number];
+  const needs = autograd.needsGrad([q, k, v]);
+  const savedInputs = autograd.saveInputs(needs, [q, k, v]);
+  const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
+  const lse = cuda.empty([b, h, needs ? roundUp(l, 32) : 0], 'float32', `${label} logsumexp`, 'activation');
+  const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(lse)] : [];
+  cuda.release(lse);
+  autograd.record('ScaledDotProductEfficientAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const dq = cuda.empty(q.shape, q.dtype, `grad of ${label} query`);
+    const dk = cuda.empty(k.shape, k.dtype, `grad of ${label} key`);
+    const dv = cuda.empty(v.shape, v.dtype, `grad of ${label} value`);
+    let delta: Tensor;
+    if (q.dtype === 'float32') {
+      // `(grad.to(kFloat) * out.to(kFloat)).sum(-1).transpose(-2, -1).contiguous()`: the temporaries die at the
+      // end of the full expression, last made first.
+      const product = cuda.empty(grad.shape, 'float32', `${label} backward: grad * out`);
+      const sum = cuda.sumTo(product, [b, l, h, 1], `${label} backward: (grad * out).sum(-1)`);
+      delta = cuda.empty([b, h, l], 'float32', `${label} backward: delta`, 'workspace');
+      cuda.release(sum);
+      cuda.release(product);
+    } else {
+      delta = cuda.empty([b, h, l], 'float32', `${label} backward: delta`, 'workspace');
+    }
+    const [bi, bj] = efficientBackwardTile(q.dtype === 'float32' ? 4 : DTYPE_BYTES[q.dtype], d);
+    const perBH = roundUp(Math.ceil(l / bi) * Math.ceil(d / bj) * (4 + bi * bj), 4);
+    const workspace = cuda.empty([b * h * perBH * 4], 'uint8', `${label} backward: workspace`, 'workspace');
+    cuda.release(workspace);
+    cuda.release(delta);
+    return [dq, dk, dv];
+  });
+  return out;
+}
+
+/** cutlassB.h: the first backward kernel whose shared memory fits, by element size and head dim. */
+function efficientBackwardTile(elementBytes: number, headDim: number): [number, number] {
+  if (headDim <= 64) return [64, 64];
+  return elementBytes === 4 ? [128, 64] : [128, 128];
+}

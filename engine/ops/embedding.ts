@@ -1,0 +1,97 @@
+/**
+ * `F.embedding(ids, weight)` on CUDA (`aten/src/ATen/native/Embedding.cpp`, `cuda/Embedding.cu`,
+ * `cuda/EmbeddingBackwardKernel.cu`). Forward: `index_select` allocates the output, nothing else.
+ * EmbeddingBackward0 saves the indices only. `embedding_dense_backward_cuda`:
+ * - up to 3072 indices: `grad_weight = zeros({V, D})` in the gradient's dtype, one kernel;
+ * - above: sorted and original indices, an `arange`, CUB's radix sort (its temporary storage through the caching
+ *   allocator), then `embedding_backward_cuda_kernel`: grad_weight, segment offsets, CUB's unique_by_key (an
+ *   owned key buffer and temporary storage), the per-segment partial counts and their offsets, a scan's
+ *   temporary, the partial-segment offsets and `grad_weight_per_segment` in the op-math dtype. Their sizes are
+ *   upper bounds (min(N, V) segments, N/10 + min(N, V) partial segments), so they do not depend on which ids a
+ *   batch holds. Measured on the H100 with C++ stacks (test/fixtures/probes): every size below, e.g. CUB's sort
+ *   temporary 83,455 B and grad_weight_per_segment 9,226,240 B for N = 4096, V = 8192, D = 512 in fp32.
+ */
+import { DTYPE_BYTES } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { Runtime } from './runtime.ts';
+
+/** `num_indices <= 3072 && !scale_grad_by_freq` takes the direct kernel (Embedding.cu). */
+const kDirectKernelMaxIndices = 3072;
+/** `NROWS_PER_THREAD` of EmbeddingBackwardKernel.cu. */
+const kRowsPerThread = 10;
+/** Bytes of the int64 indices and offsets the backward works on. */
+const kIndexBytes = 8;
+/**
+ * CUB's temporary storage for `DeviceSelect::UniqueByKey` and `DeviceScan::ExclusiveSum` at these sizes
+ * (a tile-state array, `alias_temporaries` rounding plus 255): measured 1,279 B for N = 4096 and 16384.
+ */
+const kCubSmallTempBytes = 1279;
+
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+
+/**
+ * CUB's onesweep radix sort of N int64 key/value pairs over all 64 key bits (`radix_sort_pairs` passes no bit
+ * count) on sm90 (`dispatch_radix_sort.cuh`, Policy900: tile 384 threads x 12 items, 8 passes of 8 bits):
+ * bins, look-back, its own key and value buffers (it may not overwrite its inputs), counters; each rounded to
+ * 256 B, plus 255 B of alignment slack.
+ */
+export function radixSortTempBytes(n: number): number {
+  const passes = 8;
+  const radixDigits = 256;
+  const tile = 384 * 12;
+  const bins = passes * radixDigits * 8;
+  const lookback = Math.ceil(n / tile) * radixDigits * 4;
+  const keys = n * kIndexBytes;
+  const values = n * kIndexBytes;
+  const counters = passes * 4;
+  return [bins, lookback, keys, values, counters].reduce((s, b) => s + roundUp(b, 256), 0) + 255;
+}
+
+export function embedding(rt: Runtime, weight: Tensor, ids: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [numWeights, dim] = weight.shape as [number, number];
+  const saved = autograd.saveInputs(autograd.needsGrad([weight]), [ids]);
+  const out = cuda.empty([...ids.shape, dim], weight.dtype, label, 'activation');
+  autograd.record('EmbeddingBackward0', [weight], [out], saved, ([grad]) => {
+    if (!grad) return [null];
+    return [embeddingDenseBackward(rt, grad, ids.numel, numWeights, dim, label)];
+  });
+  return out;
+}
+
+function embeddingDenseBackward(rt: Runtime, grad: Tensor, n: number, numWeights: number, dim: number, label: string): Tensor {
+  const { cuda } = rt;
+  const gradLabel = `grad of ${label} weight`;
+  if (n <= kDirectKernelMaxIndices) return cuda.empty([numWeights, dim], grad.dtype, gradLabel);
+  const tmp = (bytes: number, what: string) => cuda.empty([bytes], 'uint8', `${label} backward: ${what}`, 'workspace');
+  const sortedIndices = tmp(n * kIndexBytes, 'sorted indices');
+  const origIndices = tmp(n * kIndexBytes, 'original indices');
+  const range = tmp(n * kIndexBytes, 'arange');
+  const sortTemp = tmp(radixSortTempBytes(n), 'CUB radix sort');
+  cuda.release(sortTemp);
+  cuda.release(range);
+  // embedding_backward_cuda_kernel
+  const gradWeight = cuda.empty([numWeights, dim], grad.dtype, gradLabel);
+  const segments = Math.min(n, numWeights);
+  const partialSegments = Math.floor(n / kRowsPerThread) + segments;
+  const segmentOffsets = tmp(n * kIndexBytes, 'segment offsets');
+  const numSegments = tmp(kIndexBytes, 'number of segments');
+  const uniqueKeys = tmp(n * kIndexBytes, 'CUB unique_by_key keys');
+  const uniqueTemp = tmp(kCubSmallTempBytes, 'CUB unique_by_key');
+  cuda.release(uniqueTemp);
+  cuda.release(uniqueKeys);
+  const partialsPerSegment = tmp(segments * kIndexBytes, 'partials per segment');
+  const partialsPerSegmentOffset = tmp(segments * kIndexBytes, 'partials per segment offsets');
+  const scanTemp = tmp(kCubSmallTempBytes, 'CUB exclusive sum');
+  cuda.release(scanTemp);
+  const numPartialSegments = tmp(kIndexBytes, 'number of partial segments');
+  const partialSegmentOffset = tmp(partialSegments * kIndexBytes, 'partial segment offsets');
+  // the op-math dtype: fp32 for half types
+  const opMathBytes = Math.max(4, DTYPE_BYTES[grad.dtype]);
+  const perSegment = tmp(partialSegments * dim * opMathBytes, 'grad_weight_per_segment');
+  // locals die in reverse order of declaration
+  for (const t of [perSegment, partialSegmentOffset, numPartialSegments, partialsPerSegmentOffset, partialsPerSegment, numSegments, segmentOffsets]) cuda.release(t);
+  cuda.release(origIndices);
+  cuda.release(sortedIndices);
+  return gradWeight;
+}
