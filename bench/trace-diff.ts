@@ -25,4 +25,8 @@ const a = comparableTrace(real), b = comparableTrace(sim);
 let i = 0; while (i < Math.min(a.length, b.length) && a[i] === b[i]) i++;
 console.log('events real', a.length, 'sim', b.length, 'first difference at', i);
 const before = Number(process.env.BEFORE ?? 5), after = Number(process.env.AFTER ?? 12);
-for (let k = Math.max(0, i - before); k < Math.min(Math.max(a.length, b.length), i + after); k++) console.log(k, (a[k] ?? '').padEnd(40), b[k] ?? '');
+// frees annotated with the size their allocation had
+const sizes = (t: string[]) => { const m = new Map<string, string>(); for (const e of t) { const [act, id, size] = e.split(' '); if (act === 'alloc') m.set(id!, size!); } return m; };
+const sa = sizes(a), sb = sizes(b);
+const show = (e: string | undefined, m: Map<string, string>) => (e?.startsWith('free') ? `${e} (${m.get(e.split(' ')[1]!)})` : e ?? '');
+for (let k = Math.max(0, i - before); k < Math.min(Math.max(a.length, b.length), i + after); k++) console.log(k, show(a[k], sa).padEnd(40), show(b[k], sb));

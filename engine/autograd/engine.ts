@@ -95,10 +95,22 @@ export class CheckpointFrame {
   /** Wraps the recomputation (to reopen the autocast region the forward ran in). */
   readonly rerun: (body: () => Tensor) => Tensor;
 
-  constructor(input: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor) {
+  /** Other tensors the recomputation needs (the region's arguments and keyword arguments): they die with it. */
+  closure: Tensor[];
+
+  constructor(input: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor, closure: Tensor[]) {
     this.input = input;
     this.run = run;
     this.rerun = rerun;
+    this.closure = closure;
+  }
+
+  /** The frame dies (its last saved-tensor holder went, or it never packed any): its references go. */
+  die(device: CudaDevice): void {
+    device.release(this.input);
+    this.input = null;
+    for (const t of this.closure) device.release(t);
+    this.closure = [];
   }
 }
 
@@ -226,10 +238,7 @@ export class Autograd {
       () => {
         if (released || count === 0) return;
         released = true;
-        if (--frame.liveHolderNodes === 0) {
-          device.release(frame.input); // the input saver goes with the frame
-          frame.input = null;
-        }
+        if (--frame.liveHolderNodes === 0) frame.die(device); // the input saver goes with the frame
       },
     );
     return true;
@@ -262,19 +271,18 @@ export class Autograd {
   /**
    * `checkpoint(fn, x, use_reentrant=False)`: runs fn(x) as a checkpointed region; returns its output. `rerun`
    * wraps the recomputation: `recompute_fn` reruns fn under the forward's autocast state, a region of its own.
+   * `closure`: tensors fn's closure holds (e.g. a `partial`'s keyword arguments), alive as long as the frame
+   * (measured on the H100: a checkpointed decoder layer's mask, cos and sin die with layer 0's frame).
    */
-  checkpoint(x: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor = (body) => body()): Tensor {
-    const frame = new CheckpointFrame(this.device.ref(x), run, rerun);
+  checkpoint(x: Tensor, run: (x: Tensor) => Tensor, rerun: (body: () => Tensor) => Tensor = (body) => body(), closure: readonly Tensor[] = []): Tensor {
+    const frame = new CheckpointFrame(this.device.ref(x), run, rerun, closure.map((t) => this.device.ref(t)));
     const outer = this.frame;
     this.frame = frame;
     try {
       return run(x);
     } finally {
       this.frame = outer;
-      if (frame.holders === 0) {
-        this.device.release(frame.input);
-        frame.input = null;
-      }
+      if (frame.holders === 0) frame.die(this.device);
     }
   }
 

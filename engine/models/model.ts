@@ -8,13 +8,18 @@ export interface ParameterSpec {
   name: string;
   shape: number[];
   dtype: DType;
+  /** A buffer (moved to the GPU with the parameters, in the same walk, but not trained). */
+  buffer?: boolean;
 }
 
 export interface TrainableModel {
   description: string;
-  /** In the order `model.to("cuda")` moves them (`Module._apply`: children first, then own parameters). */
+  /**
+   * Parameters and buffers in the order `model.to("cuda")` moves them (`Module._apply`: children first, then
+   * the module's own parameters, then its buffers).
+   */
   parameters: ParameterSpec[];
-  /** Called once per parameter when it reaches the GPU. */
+  /** Called once per parameter or buffer when it reaches the GPU. */
   bindParameter(name: string, tensor: Tensor): void;
   /** One micro-batch created on the GPU, in creation order. */
   makeInputs(rt: Runtime, batch: number): Tensor[];

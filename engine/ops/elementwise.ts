@@ -171,20 +171,23 @@ export function tanh(rt: Runtime, t: Tensor, label: string): Tensor {
 }
 
 /**
- * `F.softmax(t, -1, dtype=...)`: `_softmax(t, dim, half_to_float)` computes a half input straight into an fp32
- * result when asked for fp32 (autocast's fp32_set_opt_dtype policy does that for a half input); SoftmaxBackward0
- * saves the result; its backward allocates the input's gradient (in the input's dtype) and a `grad * output`
- * temporary (aten/src/ATen/native/cuda/SoftMax.cu; measured on the H100).
+ * `F.softmax(t, -1, dtype=...)` (aten/src/ATen/native/SoftMax.cpp `softmax`): asked for fp32, an fp16 CUDA input
+ * is computed straight into an fp32 result (`_softmax(t, dim, half_to_float=true)`), any other input is first
+ * converted (`t.toType(dtype)`, a copy that dies once the result exists). Autocast's fp32_set_opt_dtype policy
+ * asks for fp32 when a half input comes without a dtype. SoftmaxBackward0 saves the result; its backward
+ * allocates the input's gradient and a `grad * output` temporary (cuda/SoftMax.cu). Measured on the H100.
  */
 export function softmax(rt: Runtime, t: Tensor, label: string, dtype?: DType): Tensor {
   const { cuda, autograd } = rt;
-  const outDType = dtype ?? (rt.autocast && t.dtype !== 'float32' ? 'float32' : t.dtype);
-  const out = cuda.empty(t.shape, outDType, label, 'activation');
-  const saved = autograd.needsGrad([t]) ? [cuda.ref(out)] : [];
-  autograd.record('SoftmaxBackward0', [t], [out], saved, ([grad]) => {
+  const want = dtype ?? (rt.autocast && t.dtype !== 'float32' ? 'float32' : t.dtype);
+  const halfToFloat = t.dtype === 'float16' && want === 'float32';
+  const input = want === t.dtype || halfToFloat ? cuda.ref(t) : toDType(rt, t, want, `${label} input.toType(${want})`);
+  const out = cuda.empty(t.shape, want, label, 'activation');
+  const saved = autograd.needsGrad([input]) ? [cuda.ref(out)] : [];
+  cuda.release(input); // `converted` dies with the lambda that made the result
+  autograd.record('SoftmaxBackward0', [input], [out], saved, ([grad]) => {
     if (!grad) return [null];
-    // softmax_backward_cuda_out: the structured output, then `tmp = grad * output` for the kernel
-    const gradInput = cuda.empty(t.shape, t.dtype, `grad of ${label}`);
+    const gradInput = cuda.empty(input.shape, input.dtype, `grad of ${label}`);
     const tmp = cuda.empty(grad.shape, grad.dtype, `${label} backward: grad * output`);
     cuda.release(tmp);
     return [gradInput];
@@ -196,9 +199,9 @@ export function softmax(rt: Runtime, t: Tensor, label: string, dtype?: DType): T
  * `torch.cat(tensors, dim)`: one new contiguous tensor; CatBackward0 saves only sizes and hands each input a
  * slice (a view) of the gradient.
  */
-export function cat(rt: Runtime, tensors: readonly Tensor[], shape: readonly number[], label: string): Tensor {
+export function cat(rt: Runtime, tensors: readonly Tensor[], shape: readonly number[], label: string, dtype: DType = tensors[0]!.dtype): Tensor {
   const { cuda, autograd } = rt;
-  const out = cuda.empty(shape, tensors[0]!.dtype, label, 'activation');
+  const out = cuda.empty(shape, dtype, label, 'activation');
   autograd.record('CatBackward0', tensors, [out], [], ([grad]) => tensors.map((t) => (grad ? cuda.view(grad, t.shape) : null)));
   return out;
 }

@@ -161,8 +161,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   try {
     cuda.phase = 'load';
     for (const p of model.parameters) {
-      const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter');
-      params.push(new Parameter(p.name, tensor, cuda));
+      const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter'); // buffers count with the parameters
+      if (!p.buffer) params.push(new Parameter(p.name, tensor, cuda));
       model.bindParameter(p.name, tensor);
     }
     optimizer = new Optimizer(cuda, params, t.optimizer, t.optimizer_impl);

@@ -3,8 +3,9 @@
  * the DynamicCache's copies of K and V, `sdpa_attention_forward` (integrations/sdpa_attention.py) and the
  * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
  */
+import { castLower } from '../../ops/autocast.ts';
 import { scaledDotProductAttention, sdpaBackend, type AttentionDevice } from '../../ops/attention.ts';
-import { addTensors, cat, mulScalar, softmax, toDType } from '../../ops/elementwise.ts';
+import { addTensors, cat, mulScalar, promote, softmax, toDType } from '../../ops/elementwise.ts';
 import { copy, matmul, viewCopyingGrad } from '../../ops/matmul.ts';
 import { dropout } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
@@ -33,7 +34,9 @@ export function splitHeads(rt: Runtime, t: Tensor, heads: number, headDim: numbe
  */
 export function cacheUpdate(rt: Runtime, k: Tensor, v: Tensor, label: string): [Tensor, Tensor] {
   const kc = cat(rt, [k], k.shape, `${label} key (DynamicCache copy)`);
-  const vc = cat(rt, [v], v.shape, `${label} value (DynamicCache copy)`);
+  // The layer's empty tensors take the key's dtype (`lazy_initialization`): cat promotes a value of another dtype
+  // (under autocast the rotary embedding leaves keys in fp32, the value projection gives bf16: measured fp32).
+  const vc = cat(rt, [v], v.shape, `${label} value (DynamicCache copy)`, promote(k.dtype, v.dtype));
   return [kc, vc];
 }
 
@@ -66,19 +69,23 @@ export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl'
 
 /**
  * The attention of q [B, H, T, D] over k, v; returns `attn_output.transpose(1, 2)` made contiguous and reshaped
- * to [B, T, H*D], as the models then use it (sdpa: views, the output being in that order already; eager: a copy).
+ * to [B, T, H*D], as the models then use it (sdpa: views, the output being in that order already; eager: a copy),
+ * and the attention weights eager attention also returns (the caller holds them until it returns).
  */
-export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: AttentionCall): Tensor {
+export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: AttentionCall): { out: Tensor; weights: Tensor | null } {
   const { cuda, autograd } = rt;
   const [b, h, t, d] = q.shape as [number, number, number, number];
   if (call.impl === 'sdpa') {
-    const backend = sdpaBackend(q, call.device);
-    const out = scaledDotProductAttention(rt, q, k, v, backend, { dropoutP: call.dropoutP, label: call.label });
+    // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
+    const [qc, kc, vc] = castLower(rt, [q, k, v], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
+    const backend = sdpaBackend(qc!, call.device);
+    const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label });
+    for (const x of [qc, kc, vc]) cuda.release(x);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
     cuda.release(out);
     const merged = autograd.view('ViewBackward0', transposed, [b, t, h * d]);
     cuda.release(transposed);
-    return merged;
+    return { out: merged, weights: null };
   }
   // eager_attention_forward
   const kT = autograd.view('TransposeBackward0', k, [b, k.shape[1]!, d, t]);
@@ -91,23 +98,25 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     cuda.release(w);
     w = masked;
   }
+  // `softmax(w, dim=-1, dtype=...).to(query.dtype)`: one statement, w rebound after it
   let probs = softmax(rt, w, `${call.label} softmax`, call.softmaxFp32 ? 'float32' : undefined);
-  cuda.release(w);
   if (probs.dtype !== v.dtype) {
     const cast = toDType(rt, probs, v.dtype, `${call.label} softmax.to(query.dtype)`);
+    cuda.release(w);
     cuda.release(probs);
     probs = cast;
+  } else {
+    cuda.release(w);
   }
   const dropped = dropout(rt, probs, call.dropoutP, `${call.label} attention dropout`);
   cuda.release(probs);
   // its output is transposed before the copy: the gradient comes back transposed
   const out = matmul(rt, dropped, v, { aContiguous: true, bContiguous: call.kvContiguous, outGradContiguous: false }, `${call.label} probs @ v`);
-  cuda.release(dropped);
   const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
   cuda.release(out);
   const merged = copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`);
   cuda.release(transposed);
-  return merged;
+  return { out: merged, weights: dropped };
 }
 
 /**

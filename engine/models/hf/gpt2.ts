@@ -59,8 +59,11 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   const headDim = e / heads;
   // gradient checkpointing forces use_cache=False
   const useCache = cfg.useCache && !checkpointing;
+  /** The DynamicCache's keys and values of the current forward. */
+  const cache: Tensor[] = [];
 
-  function attention(rt: Runtime, x: Tensor, i: number, mask: Tensor | null): Tensor {
+  /** GPT2Attention.forward: (attn_output, attn_weights). */
+  function attention(rt: Runtime, x: Tensor, i: number, mask: Tensor | null): [Tensor, Tensor | null] {
     const { cuda } = rt;
     const h = `transformer.h.${i}.attn`;
     const call = {
@@ -86,14 +89,15 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       cuda.release(v);
       k = kc;
       v = vc;
+      cache.push(cuda.ref(k), cuda.ref(v)); // the DynamicCache keeps them until the output is dropped
     }
-    const merged = attend(rt, q, k, v, call);
+    const { out: merged, weights } = attend(rt, q, k, v, call);
     const proj = conv1d(rt, merged, w(`${h}.c_proj.weight`), w(`${h}.c_proj.bias`), `${h}.c_proj`);
     cuda.release(merged);
     const out = dropout(rt, proj, cfg.residDropout, `${h}.resid_dropout`);
     cuda.release(proj);
     for (const t of [q, k, v]) cuda.release(t); // GPT2Attention.forward returns: its locals die
-    return out;
+    return [out, weights];
   }
 
   function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
@@ -113,7 +117,8 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     const { cuda } = rt;
     const b = `transformer.h.${i}`;
     const ln1 = layerNorm(rt, x, w(`${b}.ln_1.weight`), w(`${b}.ln_1.bias`), `${b}.ln_1`);
-    const attnOut = attention(rt, ln1, i, mask);
+    // `attn_output, _ = self.attn(...)`: `_` holds the attention weights until the block returns
+    const [attnOut, weights] = attention(rt, ln1, i, mask);
     const hidden = addTensors(rt, attnOut, x, `${b} attn_output + residual`);
     cuda.release(ln1);
     const ln2 = layerNorm(rt, hidden, w(`${b}.ln_2.weight`), w(`${b}.ln_2.bias`), `${b}.ln_2`);
@@ -124,6 +129,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     cuda.release(attnOut);
     cuda.release(ff);
     cuda.release(hidden);
+    cuda.release(weights);
     return out;
   }
 
@@ -151,7 +157,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, dtype) : null;
       let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
       cuda.release(summed);
-      hidden = runLayers(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask));
+      hidden = runLayers(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions]);
       const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die
@@ -159,7 +165,9 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const logits = linear(rt, normed, w('transformer.wte.weight'), null, 'lm_head');
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(normed); // GPT2LMHeadModel.forward returns
-      cuda.release(logits); // the output object is dropped once `.loss` is read
+      // the output object (logits, the cache) is dropped once `.loss` is read
+      cuda.release(logits);
+      for (const x of cache.splice(0)) cuda.release(x);
       return loss;
     },
   };

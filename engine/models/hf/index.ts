@@ -3,11 +3,14 @@ import { InputError } from '../../errors.ts';
 import type { TrainableModel } from '../model.ts';
 import type { HfConfig } from './config.ts';
 import { gpt2Model, type HfModelOptions } from './gpt2.ts';
+import { llamaModel } from './llama.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   switch (cfg.family) {
     case 'gpt2':
       return gpt2Model(cfg, options);
+    case 'llama':
+      return llamaModel(cfg, options);
     default:
       throw new InputError('model.hf_config.model_type', `"${cfg.modelType}" is not simulated yet`);
   }

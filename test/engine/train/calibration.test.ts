@@ -39,6 +39,9 @@ const EXACT = [
   'gpt2_small_bf16_accum4_sgdm',
   'gpt2_small_fp32_eager_adam',
   'gpt2_medium_amp_fp16_ckpt_fused',
+  'tinyllama_8l_bf16_adamw',
+  'qwen2_5_0_5b_amp_bf16_accum2_forloop',
+  'qwen2_5_0_5b_bf16_ckpt_eager',
 ];
 
 function load(name: string) {
