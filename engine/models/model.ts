@@ -19,6 +19,11 @@ export interface TrainableModel {
    * the module's own parameters, then its buffers).
    */
   parameters: ParameterSpec[];
+  /**
+   * The order `model.parameters()` lists the parameters in, when it is not the order above: named_parameters
+   * walks modules in pre-order, a module's own parameters before its children's (the optimizer's order).
+   */
+  optimizerOrder?: string[];
   /** Called once per parameter or buffer when it reaches the GPU. */
   bindParameter(name: string, tensor: Tensor): void;
   /** One micro-batch created on the GPU, in creation order. */

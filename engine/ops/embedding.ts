@@ -47,14 +47,19 @@ export function radixSortTempBytes(n: number): number {
   return [bins, lookback, keys, values, counters].reduce((s, b) => s + roundUp(b, 256), 0) + 255;
 }
 
-export function embedding(rt: Runtime, weight: Tensor, ids: Tensor, label: string): Tensor {
+/** `indicesContiguous: false` for expanded indices (BERT's token types): backward first makes them contiguous. */
+export function embedding(rt: Runtime, weight: Tensor, ids: Tensor, label: string, indicesContiguous = true): Tensor {
   const { cuda, autograd } = rt;
   const [numWeights, dim] = weight.shape as [number, number];
   const saved = autograd.saveInputs(autograd.needsGrad([weight]), [ids]);
   const out = cuda.empty([...ids.shape, dim], weight.dtype, label, 'activation');
   autograd.record('EmbeddingBackward0', [weight], [out], saved, ([grad]) => {
     if (!grad) return [null];
-    return [embeddingDenseBackward(rt, grad, ids.numel, numWeights, dim, label)];
+    // `indices.contiguous()`: a copy of expanded indices, alive for the whole backward (measured on the H100)
+    const contiguous = indicesContiguous ? null : rt.cuda.empty(ids.shape, ids.dtype, `${label} backward: indices.contiguous()`, 'workspace');
+    const gradWeight = embeddingDenseBackward(rt, grad, ids.numel, numWeights, dim, label);
+    rt.cuda.release(contiguous);
+    return [gradWeight];
   });
   return out;
 }
@@ -86,11 +91,23 @@ function embeddingDenseBackward(rt: Runtime, grad: Tensor, n: number, numWeights
   cuda.release(scanTemp);
   const numPartialSegments = tmp(kIndexBytes, 'number of partial segments');
   const partialSegmentOffset = tmp(partialSegments * kIndexBytes, 'partial segment offsets');
-  // the op-math dtype: fp32 for half types
-  const opMathBytes = Math.max(4, DTYPE_BYTES[grad.dtype]);
-  const perSegment = tmp(partialSegments * dim * opMathBytes, 'grad_weight_per_segment');
+  // A small table (few segments, many partial segments) takes the fused kernel: per partial segment its segment
+  // index, and for half types an fp32 accumulator of the whole table copied into grad_weight. Otherwise
+  // grad_weight_per_segment in the op-math dtype (fp32 for half types). Measured on the H100: BERT's token-type
+  // table (V = 2) takes the fused kernel.
+  const stride = Math.ceil(dim / 32) * 32;
+  const scatterGrid = Math.ceil((segments * stride) / Math.min(stride, 1024));
+  const fused = scatterGrid < cuda.multiProcessorCount * 4 && partialSegments > scatterGrid * 4;
+  const half = grad.dtype === 'float16' || grad.dtype === 'bfloat16';
+  const scratch: Tensor[] = [];
+  if (fused) {
+    scratch.push(tmp(partialSegments * kIndexBytes, 'partial_to_segment_idx'));
+    if (half) scratch.push(tmp(numWeights * stride * 4, 'grad_weight_acc (fp32)'));
+  } else {
+    scratch.push(tmp(partialSegments * dim * Math.max(4, DTYPE_BYTES[grad.dtype]), 'grad_weight_per_segment'));
+  }
   // locals die in reverse order of declaration
-  for (const t of [perSegment, partialSegmentOffset, numPartialSegments, partialsPerSegmentOffset, partialsPerSegment, numSegments, segmentOffsets]) cuda.release(t);
+  for (const t of [...scratch.reverse(), partialSegmentOffset, numPartialSegments, partialsPerSegmentOffset, partialsPerSegment, numSegments, segmentOffsets]) cuda.release(t);
   cuda.release(origIndices);
   cuda.release(sortedIndices);
   return gradWeight;

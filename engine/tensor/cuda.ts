@@ -51,6 +51,11 @@ export class CudaDevice {
 
   private readonly reductionDevice: ReductionDevice;
 
+  /** Streaming multiprocessors (kernels that size their grids by them). */
+  get multiProcessorCount(): number {
+    return this.reductionDevice.multiProcessorCount;
+  }
+
   constructor(allocator: CachingAllocator, workspaces: Workspaces, reductionDevice: ReductionDevice) {
     this.allocator = allocator;
     this.workspaces = workspaces;

@@ -165,7 +165,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
       if (!p.buffer) params.push(new Parameter(p.name, tensor, cuda));
       model.bindParameter(p.name, tensor);
     }
-    optimizer = new Optimizer(cuda, params, t.optimizer, t.optimizer_impl);
+    const order = model.optimizerOrder;
+    const byName = new Map(params.map((p) => [p.name, p]));
+    optimizer = new Optimizer(cuda, order ? order.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
     let inputs: Tensor[] = [];
     let loss: Tensor | null = null;
     // At least the plan's steps, then on until the peak reserved stops rising (steady state): optimizer state

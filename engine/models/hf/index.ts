@@ -1,9 +1,9 @@
 /** A Hugging Face config.json's model: the implementation its `model_type` names. */
-import { InputError } from '../../errors.ts';
 import type { TrainableModel } from '../model.ts';
 import type { HfConfig } from './config.ts';
 import { gpt2Model, type HfModelOptions } from './gpt2.ts';
 import { llamaModel } from './llama.ts';
+import { bertModel } from './bert.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   switch (cfg.family) {
@@ -11,7 +11,7 @@ export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel 
       return gpt2Model(cfg, options);
     case 'llama':
       return llamaModel(cfg, options);
-    default:
-      throw new InputError('model.hf_config.model_type', `"${cfg.modelType}" is not simulated yet`);
+    case 'bert':
+      return bertModel(cfg, options);
   }
 }

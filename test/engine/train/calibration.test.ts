@@ -42,6 +42,7 @@ const EXACT = [
   'tinyllama_8l_bf16_adamw',
   'qwen2_5_0_5b_amp_bf16_accum2_forloop',
   'qwen2_5_0_5b_bf16_ckpt_eager',
+  'bert_base_amp_bf16_adamw',
 ];
 
 function load(name: string) {

@@ -1,0 +1,169 @@
+/**
+ * `BertForMaskedLM` (transformers 5.x modeling_bert.py) trained as `model(input_ids=ids, labels=ids).loss`.
+ * Parameters in `Module._apply` order: embeddings (word, position, token type, LayerNorm) and their buffers
+ * position_ids and token_type_ids (int64 [1, max_positions]); per layer query, key, value, attention.output.dense,
+ * attention.output.LayerNorm, intermediate.dense, output.dense, output.LayerNorm; the head's transform dense and
+ * LayerNorm, then the decoder's bias (the head's `bias`, moved on its first visit); the decoder weight is the word
+ * embedding (tied). No pooler. No mask is built without an attention mask; the loss is `CrossEntropyLoss()` on
+ * the logits as they are (no fp32 upcast).
+ */
+import { embedding } from '../../ops/embedding.ts';
+import { addTensors } from '../../ops/elementwise.ts';
+import { linear } from '../../ops/linear.ts';
+import { crossEntropy } from '../../ops/loss.ts';
+import { layerNorm } from '../../ops/norm.ts';
+import { dropout } from '../../ops/pointwise.ts';
+import type { Runtime } from '../../ops/runtime.ts';
+import type { DType } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { ParameterSpec, TrainableModel } from '../model.ts';
+import { attend, gradCopies, splitHeads } from './attention.ts';
+import { hfActivation } from './common.ts';
+import type { BertConfig } from './config.ts';
+import type { HfModelOptions } from './gpt2.ts';
+import { runLayers } from './layers.ts';
+
+export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableModel {
+  const { dtype, seqLen, checkpointing } = options;
+  const e = cfg.hidden;
+  const heads = cfg.heads;
+  const headDim = e / heads;
+  const params: ParameterSpec[] = [];
+  const p = (name: string, shape: number[], d: DType = dtype, buffer = false) => params.push({ name, shape, dtype: d, buffer });
+  const dense = (name: string, out: number, inp: number) => {
+    p(`${name}.weight`, [out, inp]);
+    p(`${name}.bias`, [out]);
+  };
+  const norm = (name: string) => {
+    p(`${name}.weight`, [e]);
+    p(`${name}.bias`, [e]);
+  };
+  p('bert.embeddings.word_embeddings.weight', [cfg.vocabSize, e]);
+  p('bert.embeddings.position_embeddings.weight', [cfg.maxPositions, e]);
+  p('bert.embeddings.token_type_embeddings.weight', [cfg.typeVocabSize, e]);
+  norm('bert.embeddings.LayerNorm');
+  p('bert.embeddings.position_ids', [1, cfg.maxPositions], 'int64', true);
+  p('bert.embeddings.token_type_ids', [1, cfg.maxPositions], 'int64', true);
+  for (let i = 0; i < cfg.layers; i++) {
+    const l = `bert.encoder.layer.${i}`;
+    dense(`${l}.attention.self.query`, e, e);
+    dense(`${l}.attention.self.key`, e, e);
+    dense(`${l}.attention.self.value`, e, e);
+    dense(`${l}.attention.output.dense`, e, e);
+    norm(`${l}.attention.output.LayerNorm`);
+    dense(`${l}.intermediate.dense`, cfg.intermediate, e);
+    dense(`${l}.output.dense`, e, cfg.intermediate);
+    norm(`${l}.output.LayerNorm`);
+  }
+  dense('cls.predictions.transform.dense', e, e);
+  norm('cls.predictions.transform.LayerNorm');
+  p('cls.predictions.bias', [cfg.vocabSize]);
+  if (!cfg.tieWordEmbeddings) p('cls.predictions.decoder.weight', [cfg.vocabSize, e]);
+  // named_parameters: cls.predictions' own bias comes before its transform's parameters
+  const trainable = params.filter((x) => !x.buffer).map((x) => x.name);
+  const head = trainable.indexOf('cls.predictions.transform.dense.weight');
+  const optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
+  const decoderWeight = cfg.tieWordEmbeddings ? 'bert.embeddings.word_embeddings.weight' : 'cls.predictions.decoder.weight';
+  const weights = new Map<string, Tensor>();
+  const w = (name: string) => weights.get(name)!;
+
+  function selfAttention(rt: Runtime, x: Tensor, i: number): Tensor {
+    const { cuda } = rt;
+    const a = `bert.encoder.layer.${i}.attention.self`;
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, label: `${a} attention` };
+    const qp = linear(rt, x, w(`${a}.query.weight`), w(`${a}.query.bias`), `${a}.query`);
+    const copies = gradCopies(qp, call);
+    const q = splitHeads(rt, qp, heads, headDim, copies.q, `${a} query`);
+    cuda.release(qp);
+    const kp = linear(rt, x, w(`${a}.key.weight`), w(`${a}.key.bias`), `${a}.key`);
+    const k = splitHeads(rt, kp, heads, headDim, copies.k, `${a} key`);
+    cuda.release(kp);
+    const vp = linear(rt, x, w(`${a}.value.weight`), w(`${a}.value.bias`), `${a}.value`);
+    const v = splitHeads(rt, vp, heads, headDim, copies.v, `${a} value`);
+    cuda.release(vp);
+    const { out, weights: attnWeights } = attend(rt, q, k, v, call);
+    for (const t of [attnWeights, q, k, v]) cuda.release(t);
+    return out;
+  }
+
+  /** BertSelfOutput / BertOutput: `LayerNorm(dropout(dense(h)) + input_tensor)`. */
+  function output(rt: Runtime, h: Tensor, input: Tensor, name: string): Tensor {
+    const { cuda } = rt;
+    const d = linear(rt, h, w(`${name}.dense.weight`), w(`${name}.dense.bias`), `${name}.dense`);
+    const dropped = dropout(rt, d, cfg.hiddenDropout, `${name}.dropout`);
+    cuda.release(d);
+    const sum = addTensors(rt, dropped, input, `${name} hidden + input`);
+    const out = layerNorm(rt, sum, w(`${name}.LayerNorm.weight`), w(`${name}.LayerNorm.bias`), `${name}.LayerNorm`);
+    // one statement: `hidden_states` is rebound once LayerNorm returned, then the sum (a temporary) dies
+    cuda.release(dropped);
+    cuda.release(sum);
+    return out;
+  }
+
+  function layer(rt: Runtime, x: Tensor, i: number): Tensor {
+    const { cuda } = rt;
+    const l = `bert.encoder.layer.${i}`;
+    const ctx = selfAttention(rt, x, i);
+    const attnOut = output(rt, ctx, x, `${l}.attention.output`);
+    cuda.release(ctx);
+    const inter = linear(rt, attnOut, w(`${l}.intermediate.dense.weight`), w(`${l}.intermediate.dense.bias`), `${l}.intermediate.dense`);
+    const act = hfActivation(rt, cfg.activation, inter, `${l}.intermediate.act`);
+    cuda.release(inter);
+    const out = output(rt, act, attnOut, `${l}.output`);
+    cuda.release(act);
+    cuda.release(attnOut);
+    return out;
+  }
+
+  return {
+    description: `BERT masked LM (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
+    parameters: params,
+    optimizerOrder,
+    bindParameter(name, tensor) {
+      weights.set(name, tensor);
+    },
+    makeInputs(rt, batch) {
+      return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
+    },
+    loss(rt, [ids]) {
+      const { cuda } = rt;
+      const [b, t] = ids!.shape as [number, number];
+      // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
+      const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
+      const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
+      const inputsEmbeds = embedding(rt, w('bert.embeddings.word_embeddings.weight'), ids!, 'bert.embeddings.word_embeddings');
+      // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
+      const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
+      const typeEmbeds = embedding(rt, w('bert.embeddings.token_type_embeddings.weight'), tokenTypesExpanded, 'bert.embeddings.token_type_embeddings', b === 1);
+      cuda.release(flatTypes);
+      const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
+      const positions = cuda.view(w('bert.embeddings.position_ids'), [1, t]);
+      const positionEmbeds = embedding(rt, w('bert.embeddings.position_embeddings.weight'), positions, 'bert.embeddings.position_embeddings');
+      const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
+      cuda.release(sum1);
+      const normed = layerNorm(rt, sum2, w('bert.embeddings.LayerNorm.weight'), w('bert.embeddings.LayerNorm.bias'), 'bert.embeddings.LayerNorm');
+      cuda.release(sum2);
+      const embedded = dropout(rt, normed, cfg.hiddenDropout, 'bert.embeddings.dropout');
+      cuda.release(normed);
+      // BertEmbeddings.forward returns: its locals die
+      for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
+      // BertModel.forward keeps `embedding_output` until it returns
+      const hidden = runLayers(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
+      cuda.release(embedded);
+      // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder
+      const h1 = linear(rt, hidden, w('cls.predictions.transform.dense.weight'), w('cls.predictions.transform.dense.bias'), 'cls.predictions.transform.dense');
+      const h2 = hfActivation(rt, cfg.activation, h1, 'cls.predictions.transform.act');
+      cuda.release(h1);
+      const h3 = layerNorm(rt, h2, w('cls.predictions.transform.LayerNorm.weight'), w('cls.predictions.transform.LayerNorm.bias'), 'cls.predictions.transform.LayerNorm');
+      cuda.release(h2);
+      const logits = linear(rt, h3, w(decoderWeight), w('cls.predictions.bias'), 'cls.predictions.decoder');
+      cuda.release(h3);
+      const flat = rt.autograd.view('ViewBackward0', logits, [b * t, cfg.vocabSize]);
+      const loss = crossEntropy(rt, flat, ids!);
+      cuda.release(flat);
+      cuda.release(hidden);
+      cuda.release(logits);
+      return loss;
+    },
+  };
+}
