@@ -15,6 +15,9 @@ import { crossEntropy } from '../ops/loss.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import { Autocast, type AutocastDType } from '../ops/autocast.ts';
 import type { DType } from '../tensor/dtype.ts';
+import { embedding } from '../ops/embedding.ts';
+import { multiHeadSelfAttention } from '../ops/mha.ts';
+import type { AttentionDevice } from '../ops/attention.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 
@@ -38,7 +41,10 @@ export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, bod
 }
 
 interface Layer {
+  /** In `Module._apply` order. */
   params: ParameterSpec[];
+  /** Names in `named_parameters()` order, when it differs (a module with parameters of its own and children). */
+  namedOrder?: string[];
   forward(rt: Runtime, x: Tensor): Tensor;
   /** Under activation checkpointing: the regions to checkpoint one after another (residual: itself; repeat: each body). */
   checkpointRegions?: ((rt: Runtime, x: Tensor) => Tensor)[];
@@ -55,7 +61,7 @@ function sequential(rt: Runtime, layers: readonly Layer[], x: Tensor): Tensor {
   return h;
 }
 
-function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<string, Tensor>): Layer {
+function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<string, Tensor>, device: AttentionDevice): Layer {
   const w = (name: string) => weights.get(`${path}.${name}`)!;
   switch (spec.type) {
     case 'linear': {
@@ -87,22 +93,53 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
         params: [{ name: `${path}.weight`, shape: [spec.normalized_shape], dtype }],
         forward: (rt, x) => rmsNorm(rt, x, w('weight'), `${path} (rms_norm)`),
       };
+    case 'embedding':
+      return {
+        params: [{ name: `${path}.weight`, shape: [spec.num_embeddings, spec.embedding_dim], dtype }],
+        forward: (rt, x) => embedding(rt, w('weight'), x, `${path} (embedding)`),
+      };
+    case 'self_attention': {
+      const e = spec.embed_dim;
+      const a = `${path}.attn`;
+      // MultiheadAttention: its child out_proj moves first; named_parameters lists its own in_proj first
+      const params: ParameterSpec[] = [
+        { name: `${a}.out_proj.weight`, shape: [e, e], dtype },
+        { name: `${a}.out_proj.bias`, shape: [e], dtype },
+        { name: `${a}.in_proj_weight`, shape: [3 * e, e], dtype },
+        { name: `${a}.in_proj_bias`, shape: [3 * e], dtype },
+      ];
+      const namedOrder = [2, 3, 0, 1].map((i) => params[i]!.name);
+      return {
+        params,
+        namedOrder,
+        forward: (rt, x) =>
+          multiHeadSelfAttention(
+            rt,
+            x,
+            { inProjWeight: weights.get(`${a}.in_proj_weight`)!, inProjBias: weights.get(`${a}.in_proj_bias`)!, outProjWeight: weights.get(`${a}.out_proj.weight`)!, outProjBias: weights.get(`${a}.out_proj.bias`)! },
+            spec.num_heads,
+            device,
+            `${path} (self_attention)`,
+          ),
+      };
+    }
     case 'flatten':
       return { params: [], forward: (rt, x) => rt.cuda.view(x, [x.shape[0]!, x.numel / x.shape[0]!]) };
     case 'residual': {
-      const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights));
+      const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights, device));
       const forward = (rt: Runtime, x: Tensor) => {
         const b = sequential(rt, body, x);
         const out = add(rt, x, b, `${path} (residual add)`);
         rt.cuda.release(b);
         return out;
       };
-      return { params: body.flatMap((l) => l.params), forward, checkpointRegions: [forward] };
+      return { params: body.flatMap((l) => l.params), namedOrder: namedOrder(body), forward, checkpointRegions: [forward] };
     }
     case 'repeat': {
-      const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights)));
+      const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights, device)));
       return {
         params: bodies.flat().flatMap((l) => l.params),
+        namedOrder: namedOrder(bodies.flat()),
         forward: (rt, x) => {
           let h = rt.cuda.ref(x);
           for (const body of bodies) {
@@ -120,7 +157,12 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
   }
 }
 
-const SIMULATED_LAYERS = new Set(['linear', 'relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'dropout', 'layer_norm', 'rms_norm', 'flatten', 'residual', 'repeat']);
+const SIMULATED_LAYERS = new Set(['linear', 'relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'dropout', 'layer_norm', 'rms_norm', 'flatten', 'embedding', 'self_attention', 'residual', 'repeat']);
+
+/** named_parameters order of layers in sequence. */
+function namedOrder(layers: readonly Layer[]): string[] {
+  return layers.flatMap((l) => l.namedOrder ?? l.params.map((p) => p.name));
+}
 
 /** Refuses, with the layer's path, a layer type the engine does not simulate yet. */
 function checkSimulated(layers: readonly LayerSpec[], path: string): void {
@@ -140,6 +182,11 @@ function outputFeatures(layers: readonly LayerSpec[], features: number): number 
     if (l.type === 'linear') {
       if (l.in_features !== f) throw new InputError('model.layers', `a linear layer expects ${l.in_features} input features but gets ${f}`);
       f = l.out_features;
+    } else if (l.type === 'embedding') {
+      f = l.embedding_dim;
+    } else if (l.type === 'self_attention') {
+      if (l.embed_dim !== f) throw new InputError('model.layers', `a self_attention layer of embed_dim ${l.embed_dim} gets ${f} features`);
+      if (l.embed_dim % l.num_heads !== 0) throw new InputError('model.layers', `self_attention: embed_dim ${l.embed_dim} is not divisible by num_heads ${l.num_heads}`);
     } else if (l.type === 'residual') {
       if (outputFeatures(l.layers, f) !== f) throw new InputError('model.layers', 'a residual body must keep the number of features');
     } else if (l.type === 'repeat') {
@@ -182,21 +229,35 @@ function layerListForward(rt: Runtime, layers: readonly Layer[], x: Tensor, chec
  * A layer list applied to `x` of shape [B, *inputShape] (the features last), trained with
  * `F.cross_entropy(out.reshape(-1, C), y.reshape(-1))`, `y` of shape [B, *inputShape[:-1]].
  */
-export function layerListModel(layers: readonly LayerSpec[], inputShape: readonly number[], dtype: DType, checkpointing: Checkpointing = false): TrainableModel {
+export function layerListModel(
+  layers: readonly LayerSpec[],
+  inputShape: readonly number[],
+  dtype: DType,
+  checkpointing: Checkpointing = false,
+  device: AttentionDevice = { computeCapability: [9, 0] },
+): TrainableModel {
   checkSimulated(layers, 'model.layers');
+  // A list that starts with an embedding takes token ids [B, *input_shape] and predicts a class per token.
+  const tokenIds = layers[0]?.type === 'embedding';
+  layers.forEach((l, i) => {
+    if (l.type === 'embedding' && i > 0) throw new InputError(`model.layers[${i}].type`, 'an embedding layer can only come first (it takes token ids)');
+  });
   const inputFeatures = inputShape[inputShape.length - 1]!;
   outputFeatures(layers, inputFeatures); // checks the shapes line up
   const weights = new Map<string, Tensor>();
-  const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights));
+  const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights, device));
+  const parameters = built.flatMap((l) => l.params);
+  const order = namedOrder(built);
   return {
-    description: `layer list of ${built.reduce((n, l) => n + l.params.length, 0)} parameter tensors`,
-    parameters: built.flatMap((l) => l.params),
+    description: `layer list of ${parameters.length} parameter tensors`,
+    parameters,
+    optimizerOrder: order.some((n, i) => n !== parameters[i]!.name) ? order : undefined,
     bindParameter(name, tensor) {
       weights.set(name, tensor);
     },
     makeInputs(rt, batch) {
-      const x = rt.cuda.empty([batch, ...inputShape], dtype, 'input x', 'input');
-      const y = rt.cuda.empty([batch, ...inputShape.slice(0, -1)], 'int64', 'labels y', 'input');
+      const x = tokenIds ? rt.cuda.empty([batch, ...inputShape], 'int64', 'input ids x', 'input') : rt.cuda.empty([batch, ...inputShape], dtype, 'input x', 'input');
+      const y = rt.cuda.empty([batch, ...(tokenIds ? inputShape : inputShape.slice(0, -1))], 'int64', 'labels y', 'input');
       return [x, y];
     },
     loss(rt, [x, y]) {

@@ -88,8 +88,9 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const t = plan.training;
   const dtype = PARAM_DTYPE[t.precision];
   const checkpointing = t.activation_checkpointing;
-  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing);
-  if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing);
+  const attentionDevice = { computeCapability: device.compute_capability };
+  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice);
+  if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice);
   if ('hf_config' in m) {
     const options = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: { computeCapability: device.compute_capability } };
     return hfModel(resolveHfConfig(m.hf_config), options);

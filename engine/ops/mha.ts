@@ -1,0 +1,88 @@
+/**
+ * `nn.MultiheadAttention(E, H, batch_first=True)(x, x, x, need_weights=False)` in training
+ * (torch/nn/functional.py `multi_head_attention_forward`, dropout 0), as memory sees it. Measured on the H100
+ * with C++ stacks (test/fixtures/probes):
+ * - x is transposed to [L, B, E] (a view); `_in_projection_packed` runs `linear(x, in_proj_weight, in_proj_bias)`
+ *   on that non-contiguous input: matmul (its fold reshapes the input: a copy) then `output.add_(bias)`;
+ *   `proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()` copies it to
+ *   [3, L, B, E] and the projection dies; q, k, v are `proj[0..2]` (SelectBackward0: a zero-filled [3, L, B, E]
+ *   each in backward);
+ * - SDPA on [B, H, L, D] views whose memory is [L, B, H, D]: the output comes in that order, so
+ *   `permute(2, 0, 1, 3).contiguous()` copies nothing; `out_proj` is an addmm on [L*B, E];
+ * - the result is viewed [L, B, E] and transposed back: its gradient arrives transposed, and the view's backward
+ *   copies it.
+ */
+import type { Tensor } from '../tensor/tensor.ts';
+import { scaledDotProductAttention, sdpaBackend, type AttentionDevice } from './attention.ts';
+import { castLower } from './autocast.ts';
+import { copy, matmul, viewCopyingGrad } from './matmul.ts';
+import { linear } from './linear.ts';
+import type { Runtime } from './runtime.ts';
+
+export interface MhaWeights {
+  inProjWeight: Tensor;
+  inProjBias: Tensor;
+  outProjWeight: Tensor;
+  outProjBias: Tensor;
+}
+
+export function multiHeadSelfAttention(rt: Runtime, x: Tensor, w: MhaWeights, heads: number, device: AttentionDevice, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, l, e] = x.shape as [number, number, number];
+  const d = e / heads;
+  const xT = autograd.view('TransposeBackward0', x, [l, b, e]);
+  const proj = linearNonContiguous(rt, xT, w.inProjWeight, w.inProjBias, `${label} in_proj`);
+  cuda.release(xT);
+  // unflatten / unsqueeze / transpose / squeeze: views whose gradient comes back as a copy, then .contiguous()
+  const viewed = viewCopyingGrad(rt, proj, [3, l, b, e], `${label} in_proj (unflattened)`, 'UnflattenBackward0');
+  cuda.release(proj);
+  const packed = copy(rt, viewed, [3, l, b, e], `${label} q, k, v (contiguous)`);
+  cuda.release(viewed);
+  const [q, k, v] = [0, 1, 2].map((i) => {
+    const part = selectView(rt, packed, [l, b, e], `${label} ${['q', 'k', 'v'][i]}`);
+    const heads4 = autograd.view('ViewBackward0', part, [b, heads, l, d]);
+    cuda.release(part);
+    return heads4;
+  }) as [Tensor, Tensor, Tensor];
+  cuda.release(packed);
+  const [qc, kc, vc] = castLower(rt, [q, k, v], [`${label} q`, `${label} k`, `${label} v`]);
+  const out = scaledDotProductAttention(rt, qc!, kc!, vc!, sdpaBackend(qc!, device), { dropoutP: 0, label: `${label} attention` });
+  for (const t of [qc, kc, vc]) cuda.release(t);
+  const flat = autograd.view('ViewBackward0', out, [l * b, e]);
+  cuda.release(out);
+  const projected = linear(rt, flat, w.outProjWeight, w.outProjBias, `${label} out_proj`);
+  cuda.release(flat);
+  const lbe = viewCopyingGrad(rt, projected, [l, b, e], `${label} out_proj (viewed)`, 'ViewBackward0');
+  cuda.release(projected);
+  const result = autograd.view('TransposeBackward0', lbe, [b, l, e]);
+  cuda.release(lbe);
+  for (const t of [q, k, v]) cuda.release(t); // multi_head_attention_forward returns: its locals die
+  return result;
+}
+
+/** `t[i]` of the first dimension: a view; SelectBackward0 builds a zero tensor of t's shape and copies in. */
+function selectView(rt: Runtime, t: Tensor, shape: readonly number[], label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.view(t, shape);
+  autograd.record('SelectBackward0', [t], [out], [], ([grad]) => [grad ? cuda.empty(t.shape, grad.dtype, `grad of ${label} (select)`) : null]);
+  return out;
+}
+
+/**
+ * `F.linear(x, weight, bias)` for a non-contiguous 3-d x (Linear.cpp): `matmul(x, weight.t())` (the fold
+ * reshapes x: a copy, which mm saves) then `output.add_(bias)` in place (AddBackward0: the bias's gradient is
+ * the output's summed). Under autocast the arguments are cast first, right to left.
+ */
+function linearNonContiguous(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [xc, wc, bc] = rt.autocast ? castLower(rt, [x, weight, bias], [`${label} input`, `${label} weight`, `${label} bias`]) : [cuda.ref(x), cuda.ref(weight), cuda.ref(bias)];
+  const wT = autograd.view('TBackward0', wc!, [wc!.shape[1]!, wc!.shape[0]!]);
+  const out = matmul(rt, xc!, wT, { aContiguous: false, bContiguous: true }, label);
+  cuda.release(wT);
+  // output.add_(bias): the same storage, a new grad_fn
+  const added = cuda.ref(out);
+  autograd.record('AddBackward0', [out, bc!], [added], [], ([grad]) => (grad ? [cuda.ref(grad), cuda.ref(grad)] : [null, null]));
+  cuda.release(out);
+  for (const t of [xc, wc, bc]) cuda.release(t);
+  return added;
+}
