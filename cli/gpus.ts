@@ -1,19 +1,35 @@
-/** The GPU catalog shipped in resources/gpus.json, loaded once at the edge and handed to the engine. */
+/**
+ * The GPU catalog shipped in resources/gpus.json and the cuDNN workspace table measured on the H100
+ * (resources/cudnn-workspaces-h100.json), loaded once at the edge and handed to the engine.
+ */
 import catalogJson from '../resources/gpus.json' with { type: 'json' };
+import workspacesJson from '../resources/cudnn-workspaces-h100.json' with { type: 'json' };
 import { findGpu, parseGpuCatalog, type GpuCatalog, type GpuSpec } from '../engine/gpu/catalog.ts';
+import { convWorkspaceTable, type ConvWorkspaceTable } from '../engine/ops/conv.ts';
 import type { Plan } from '../engine/plan/schema.ts';
+import type { DeviceSpec } from '../engine/train/simulate.ts';
 
 export const DEFAULT_GPU = 'h100-sxm';
 
 let catalog: GpuCatalog | undefined;
+let workspaces: ConvWorkspaceTable | undefined;
 
 export function gpuCatalog(): GpuCatalog {
   catalog ??= parseGpuCatalog(catalogJson);
   return catalog;
 }
 
+/**
+ * A catalog GPU as the engine simulates it. The convolution workspaces are the H100's for every GPU: the only
+ * table measured so far (cuDNN may pick other algorithms elsewhere).
+ */
+export function deviceFor(gpu: GpuSpec): DeviceSpec & GpuSpec {
+  workspaces ??= convWorkspaceTable(workspacesJson as unknown as Parameters<typeof convWorkspaceTable>[0]);
+  return { ...gpu, convWorkspaces: workspaces };
+}
+
 /** The plan's GPU (`gpu.name`), or the default one when the plan names none or gives only a memory cap. */
-export function planGpu(plan: Plan): GpuSpec {
+export function planGpu(plan: Plan): DeviceSpec & GpuSpec {
   const name = plan.gpu && 'name' in plan.gpu ? plan.gpu.name : DEFAULT_GPU;
-  return findGpu(gpuCatalog(), name);
+  return deviceFor(findGpu(gpuCatalog(), name));
 }

@@ -6,7 +6,7 @@ import { DEFAULT_SAFETY_MARGIN, findMaxBatch } from '../../engine/search/max-bat
 import { advise } from '../../engine/search/advice.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
 import { readPlanFile } from '../files.ts';
-import { gpuCatalog, planGpu } from '../gpus.ts';
+import { deviceFor, gpuCatalog, planGpu } from '../gpus.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [--gpu NAME | --memory-limit-bytes N] [options]
 
@@ -33,7 +33,7 @@ async function run(args: string[]): Promise<void> {
   const gpuName = values.gpu as string | undefined;
   const limit = parseByteCount('--memory-limit-bytes', values['memory-limit-bytes'] as string | undefined);
   if (gpuName !== undefined && limit !== undefined) throw new InputError('memplan max-batch', 'give --gpu or --memory-limit-bytes, not both');
-  const device = gpuName !== undefined ? findGpu(gpuCatalog(), gpuName) : planGpu(plan);
+  const device = gpuName !== undefined ? deviceFor(findGpu(gpuCatalog(), gpuName)) : planGpu(plan);
   if (gpuName !== undefined) plan = { ...plan, gpu: { name: gpuName } };
   if (limit !== undefined) plan = { ...plan, gpu: { memory_limit_bytes: limit } };
   const marginText = values['safety-margin'] as string | undefined;

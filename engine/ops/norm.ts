@@ -10,31 +10,48 @@ import { castFp32 } from './autocast.ts';
 import { addScalarInPlace, meanLastDim, mul, rsqrt, square, toDType } from './elementwise.ts';
 import type { Runtime } from './runtime.ts';
 
+/** Memory order of a layer norm's input and of the gradient its output gets (default: both contiguous). */
+export interface LayerNormLayout {
+  /** A non-contiguous input is copied for the kernel (`expect_contiguous`), in forward and again in backward. */
+  inputContiguous?: boolean;
+  /** A non-contiguous incoming gradient is copied in backward. */
+  gradContiguous?: boolean;
+}
+
 /** `F.layer_norm`; autocast runs it in fp32 (its input cast if needed). */
-export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
-  if (!rt.autocast) return layerNormImpl(rt, x, weight, bias, label);
+export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string, layout: LayerNormLayout = {}): Tensor {
+  if (!rt.autocast) return layerNormImpl(rt, x, weight, bias, label, layout);
   const xc = castFp32(rt, x, `${label} input`);
-  const out = layerNormImpl(rt, xc, weight, bias, label);
+  const out = layerNormImpl(rt, xc, weight, bias, label, layout);
   rt.cuda.release(xc);
   return out;
 }
 
-function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
+function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string, layout: LayerNormLayout): Tensor {
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
   const needs = autograd.needsGrad([x, weight, bias]);
   const savedInput = autograd.saveInputs(needs, [x]);
+  const inputContiguous = layout.inputContiguous ?? true;
+  const contiguousCopy = inputContiguous ? null : cuda.empty(x.shape, x.dtype, `${label} input.contiguous()`, 'temporary');
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
   const mean = cuda.empty([rows], accType(x.dtype), `${label} mean`, 'activation');
   const rstd = cuda.empty([rows], accType(x.dtype), `${label} rstd`, 'activation');
   const saved = needs ? [...savedInput, cuda.ref(mean), cuda.ref(rstd)] : [];
   cuda.release(mean);
   cuda.release(rstd);
+  cuda.release(contiguousCopy);
   autograd.record('NativeLayerNormBackward0', [x, weight, bias], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];
+    // layer_norm_backward_cuda: `X = input.expect_contiguous()`, dX, dgamma, dbeta, then the kernel's
+    // `dY.contiguous()` argument (measured order on the H100, ViT-B/16)
+    const xCopy = inputContiguous ? null : cuda.empty(x.shape, x.dtype, `${label} backward: input.contiguous()`, 'temporary');
     const dx = autograd.needsGrad([x]) ? cuda.empty(x.shape, grad.dtype, `grad of ${label} input`) : null;
     const dw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
     const db = bias ? cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`) : null;
+    const gCopy = layout.gradContiguous === false ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary') : null;
+    cuda.release(gCopy);
+    cuda.release(xCopy);
     return [dx, dw, db];
   });
   return out;

@@ -14,6 +14,8 @@ import { InputError } from '../errors.ts';
 import { layerListModel } from '../models/layer-list.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
+import { torchvisionModel } from '../models/torchvision.ts';
+import type { ConvWorkspaceTable } from '../ops/conv.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
 import { divScalar } from '../ops/pointwise.ts';
@@ -30,7 +32,10 @@ import type { GpuSpec } from '../gpu/catalog.ts';
 export type DeviceSpec = Pick<
   GpuSpec,
   'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability'
->;
+> & {
+  /** cuDNN convolution workspaces measured on this GPU (or the closest measured one); null: the fallback pattern. */
+  convWorkspaces?: ConvWorkspaceTable | null;
+};
 
 /** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
 const kCublasLtWorkspaceBytes = 1_048_576;
@@ -95,7 +100,14 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
     const options = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: { computeCapability: device.compute_capability } };
     return hfModel(resolveHfConfig(m.hf_config), options);
   }
-  throw new InputError('model.torchvision', 'torchvision models are not simulated yet; this version simulates layer lists and Hugging Face GPT-2, Llama, Mistral, Qwen2 and BERT configs');
+  return torchvisionModel(m.torchvision, {
+    dtype,
+    imageSize: t.image_size,
+    numClasses: m.num_classes,
+    checkpointing,
+    convWorkspaces: device.convWorkspaces ?? null,
+    device: attentionDevice,
+  });
 }
 
 function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {

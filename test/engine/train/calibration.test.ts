@@ -43,6 +43,8 @@ const EXACT = [
   'qwen2_5_0_5b_amp_bf16_accum2_forloop',
   'qwen2_5_0_5b_bf16_ckpt_eager',
   'bert_base_amp_bf16_adamw',
+  'resnet18_amp_fp16_sgdm',
+  'resnet50_fp32_sgd_accum2',
 ];
 
 function load(name: string) {

@@ -1,0 +1,199 @@
+/**
+ * Convolutional-network ops on CUDA (cuDNN), as memory sees them. Measured on the H100 (torchvision ResNet-18/50
+ * and ViT-B/16 calibration runs):
+ * - conv2d: under autocast the weight, then the input, are cast (bias first when there is one); the output, then
+ *   cuDNN's forward workspace for the call. ConvolutionBackward0 saves input and weight; backward allocates the
+ *   input's gradient, the backward-data workspace, the weight's gradient, the backward-weight workspace (the bias's
+ *   gradient, when there is a bias, is the output gradient summed).
+ * - cuDNN picks its algorithm (and so its workspace) by heuristics: the sizes come from a table measured per
+ *   convolution, batch and dtype (resources/cudnn-workspaces-h100.json, resources/measure/probe_workspaces.py).
+ *   Between measured batches they are interpolated; for a convolution the table lacks, the pattern most measured
+ *   algorithms follow is used (channels-last copies of input, output and, for k > 1, weight, plus 147 B).
+ * - batch_norm (cudnn_batch_norm, training): the output in the input's dtype, then save_mean and save_invstd
+ *   ([C], fp32); running statistics updated in place. Backward: grad input, then grad weight and grad bias.
+ * - relu(inplace=True) and `out += identity`: no memory. max_pool2d: output, then int64 indices (saved).
+ *   adaptive_avg_pool2d: the output only.
+ */
+import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { castLower } from './autocast.ts';
+import type { Runtime } from './runtime.ts';
+
+export interface Conv2dSpec {
+  inChannels: number;
+  outChannels: number;
+  kernel: number;
+  stride: number;
+  padding: number;
+}
+
+export interface ConvWorkspaces {
+  forward: number[];
+  backwardData: number[];
+  backwardWeight: number[];
+}
+
+/** Workspace sizes by convolution and batch (the edges load resources/cudnn-workspaces-*.json into it). */
+export interface ConvWorkspaceTable {
+  lookup(spec: Conv2dSpec, size: number, dtype: DType, batch: number): ConvWorkspaces | null;
+}
+
+interface WorkspaceFile {
+  convs: Record<string, Record<string, [number[], number[] | null, number[]]>>;
+}
+
+function convKey(spec: Conv2dSpec, size: number, dtype: DType): string {
+  return `${spec.inChannels}x${spec.outChannels}k${spec.kernel}s${spec.stride}p${spec.padding}@${size}:${dtype}`;
+}
+
+const total = (xs: readonly number[] | null | undefined) => (xs ?? []).reduce((a, b) => a + b, 0);
+
+/**
+ * The measured table. A batch between two measured ones gets each pass's total workspace interpolated linearly
+ * (most algorithms' workspaces are copies of the activations, linear in the batch); beyond the last, extrapolated
+ * from the last two.
+ */
+export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
+  return {
+    lookup(spec, size, dtype, batch) {
+      const rows = file.convs[convKey(spec, size, dtype)];
+      if (!rows) return null;
+      const exact = rows[String(batch)];
+      if (exact) return { forward: exact[0], backwardData: exact[1] ?? [], backwardWeight: exact[2] };
+      const batches = Object.keys(rows).map(Number).sort((a, b) => a - b);
+      let lo = batches[0]!;
+      let hi = batches[batches.length - 1]!;
+      if (batch < lo) hi = lo;
+      else if (batch > hi) lo = batches[batches.length - 2] ?? hi;
+      else {
+        for (const b of batches) {
+          if (b < batch) lo = b;
+          if (b > batch) {
+            hi = b;
+            break;
+          }
+        }
+      }
+      const at = (pass: 0 | 1 | 2) => {
+        const a = total(rows[String(lo)]![pass]);
+        const b = total(rows[String(hi)]![pass]);
+        if (hi === lo) return Math.round((a * batch) / lo);
+        return Math.max(0, Math.round(a + ((b - a) * (batch - lo)) / (hi - lo)));
+      };
+      const one = (n: number) => (n > 0 ? [n] : []);
+      return { forward: one(at(0)), backwardData: one(at(1)), backwardWeight: one(at(2)) };
+    },
+  };
+}
+
+function outputSize(size: number, spec: { kernel: number; stride: number; padding: number }): number {
+  return Math.floor((size + 2 * spec.padding - spec.kernel) / spec.stride) + 1;
+}
+
+/** The measured algorithms' common pattern: channels-last copies of input, output and (k > 1) weight, plus 147 B. */
+function fallbackWorkspaces(spec: Conv2dSpec, x: Tensor, outNumel: number, dtype: DType): ConvWorkspaces {
+  const e = DTYPE_BYTES[dtype];
+  const bytes = x.numel * e + outNumel * e + (spec.kernel > 1 ? spec.outChannels * spec.inChannels * spec.kernel * spec.kernel * e : 0) + 147;
+  return { forward: [bytes], backwardData: [bytes], backwardWeight: [bytes] };
+}
+
+/**
+ * `F.conv2d(x, weight, bias, stride, padding)` with x [B, C, H, W] (square images). `gradContiguous: false` when
+ * the output is only used through a permuted view (ViT's patches): backward first makes the gradient contiguous.
+ */
+export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, spec: Conv2dSpec, table: ConvWorkspaceTable | null, label: string, gradContiguous = true): Tensor {
+  const { cuda, autograd } = rt;
+  const [xc, wc, bc] = rt.autocast ? castLower(rt, [x, weight, bias], [`${label} input`, `${label} weight`, `${label} bias`]) : [cuda.ref(x), cuda.ref(weight), bias ? cuda.ref(bias) : null];
+  const [b, , size] = x.shape as [number, number, number, number];
+  const o = outputSize(size, spec);
+  const dtype = xc!.dtype;
+  const outShape = [b, spec.outChannels, o, o];
+  const ws = table?.lookup(spec, size, dtype, b) ?? fallbackWorkspaces(spec, x, outShape.reduce((p, d) => p * d, 1), dtype);
+  const xNeeds = autograd.needsGrad([xc ?? null]);
+  const saved = autograd.saveInputs(autograd.needsGrad([xc ?? null, wc ?? null, bc ?? null]), [xc!, wc!]);
+  const out = cuda.empty(outShape, dtype, label, 'activation');
+  const scratch = (sizes: readonly number[], what: string) => {
+    for (const n of sizes) cuda.release(cuda.empty([n], 'uint8', `${label} cuDNN ${what} workspace`, 'workspace'));
+  };
+  scratch(ws.forward, 'forward');
+  autograd.record('ConvolutionBackward0', [xc ?? null, wc ?? null, bc ?? null], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const gradCopy = gradContiguous ? null : cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary');
+    let gx: Tensor | null = null;
+    if (xNeeds) {
+      gx = cuda.empty(xc!.shape, grad.dtype, `grad of ${label} input`);
+      scratch(ws.backwardData, 'backward-data');
+    }
+    const gw = cuda.empty(wc!.shape, grad.dtype, `grad of ${label} weight`);
+    scratch(ws.backwardWeight, 'backward-weight');
+    cuda.release(gradCopy);
+    // the bias's gradient last: the output gradient summed over batch and pixels
+    const gb = bc ? cuda.sumTo(grad, [spec.outChannels], `grad of ${label} bias`) : null;
+    return [gx, gw, gb];
+  });
+  for (const t of [xc, wc, bc]) cuda.release(t);
+  return out;
+}
+
+/** `F.batch_norm(x, running_mean, running_var, weight, bias, training=True)` through cuDNN. */
+export function batchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const c = x.shape[1]!;
+  const needs = autograd.needsGrad([x, weight, bias]);
+  const savedInput = autograd.saveInputs(needs, [x]);
+  const out = cuda.empty(x.shape, x.dtype, label, 'activation');
+  const mean = cuda.empty([c], 'float32', `${label} save_mean`, 'activation');
+  const invstd = cuda.empty([c], 'float32', `${label} save_invstd`, 'activation');
+  const saved = needs ? [...savedInput, cuda.ref(mean), cuda.ref(invstd)] : [];
+  cuda.release(mean);
+  cuda.release(invstd);
+  autograd.record('CudnnBatchNormBackward0', [x, weight, bias], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const gx = cuda.empty(x.shape, x.dtype, `grad of ${label} input`);
+    const gw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
+    const gb = cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`);
+    return [gx, gw, gb];
+  });
+  return out;
+}
+
+/** `F.relu(x, inplace=True)`: the same storage; ReluBackward0 saves the result (the tensor itself). */
+export function reluInPlace(rt: Runtime, x: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const out = cuda.ref(x);
+  const saved = autograd.needsGrad([x]) ? [cuda.ref(x)] : [];
+  autograd.record('ReluBackward0', [x], [out], saved, ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
+
+/** `out += other` (same shapes): AddBackward0 hands the gradient to both; the same storage. */
+export function addInPlace(rt: Runtime, out: Tensor, other: Tensor): Tensor {
+  const { cuda, autograd } = rt;
+  const result = cuda.ref(out);
+  autograd.record('AddBackward0', [out, other], [result], [], ([grad]) => (grad ? [cuda.ref(grad), cuda.ref(grad)] : [null, null]));
+  return result;
+}
+
+/** `F.max_pool2d(x, k, s, p)`: output then int64 indices (saved); backward allocates the input's gradient. */
+export function maxPool2d(rt: Runtime, x: Tensor, spec: { kernel: number; stride: number; padding: number }, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, c, size] = x.shape as [number, number, number, number];
+  const o = outputSize(size, spec);
+  const needs = autograd.needsGrad([x]);
+  const savedInput = autograd.saveInputs(needs, [x]);
+  const out = cuda.empty([b, c, o, o], x.dtype, label, 'activation');
+  const indices = cuda.empty([b, c, o, o], 'int64', `${label} indices`, 'activation');
+  const saved = needs ? [...savedInput, cuda.ref(indices)] : [];
+  cuda.release(indices);
+  autograd.record('MaxPool2DWithIndicesBackward0', [x], [out], saved, ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
+
+/** `F.adaptive_avg_pool2d(x, 1)`: the output; backward allocates the input's gradient. */
+export function adaptiveAvgPool2d(rt: Runtime, x: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [b, c] = x.shape as [number, number];
+  const out = cuda.empty([b, c, 1, 1], x.dtype, label, 'activation');
+  autograd.record('MeanBackward1', [x], [out], [], ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
+  return out;
+}
