@@ -28,8 +28,16 @@ export function deviceFor(gpu: GpuSpec): DeviceSpec & GpuSpec {
   return { ...gpu, convWorkspaces: workspaces };
 }
 
-/** The plan's GPU (`gpu.name`), or the default one when the plan names none or gives only a memory cap. */
+/**
+ * The plan's GPU (`gpu.name`), or the default one when the plan names none or gives only a memory cap. A cap
+ * larger than the default GPU can hold describes a custom GPU of that size (the default GPU's other figures).
+ */
 export function planGpu(plan: Plan): DeviceSpec & GpuSpec {
   const name = plan.gpu && 'name' in plan.gpu ? plan.gpu.name : DEFAULT_GPU;
-  return deviceFor(findGpu(gpuCatalog(), name));
+  const gpu = deviceFor(findGpu(gpuCatalog(), name));
+  const limit = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
+  if (limit !== undefined && limit > gpu.total_memory_bytes - gpu.non_pytorch_bytes) {
+    return { ...gpu, id: 'custom', name: `custom GPU (${limit} bytes for PyTorch)`, total_memory_bytes: limit + gpu.non_pytorch_bytes };
+  }
+  return gpu;
 }

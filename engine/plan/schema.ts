@@ -3,6 +3,7 @@
  * docs/plan-format.md explains every field. Unknown keys are rejected, so a typo is reported, not ignored.
  */
 import { z } from 'zod';
+import { PRESET_NAMES } from '../models/presets.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
 const nonNegativeInt = z.number().int('must be a whole number').nonnegative('must be zero or more');
@@ -51,6 +52,7 @@ export const layerSchema: z.ZodType<LayerSpec> = z.lazy(() =>
 export const TORCHVISION_MODELS = ['resnet18', 'resnet34', 'resnet50', 'resnet101', 'resnet152', 'vit_b_16', 'vit_l_16'] as const;
 
 export const modelSchema = z.union([
+  z.strictObject({ preset: z.enum(PRESET_NAMES), num_classes: positiveInt.optional() }),
   z.strictObject({ hf_config: z.record(z.string(), z.unknown()) }),
   z.strictObject({ torchvision: z.enum(TORCHVISION_MODELS), num_classes: positiveInt.default(1000) }),
   z.strictObject({ layers: z.array(layerSchema).min(1), input_features: positiveInt }),

@@ -67,7 +67,7 @@ export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResu
   const run = (batch: number): boolean => {
     const r = simulate(
       { ...plan, training: { ...plan.training, batch_size: batch } },
-      { device: options.device, timelinePoints: 0, untilSteady: options.untilSteady },
+      { device: options.device, timelinePoints: 0, peakDetails: false, untilSteady: options.untilSteady },
     );
     results.set(batch, r);
     const trial: Trial = { batch, fits: r.oom === null, peakAllocatedBytes: r.peakAllocatedBytes, peakReservedBytes: r.peakReservedBytes, oom: r.oom };
@@ -105,7 +105,8 @@ export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResu
     else hi = mid;
   }
   recommended = lo;
-  const best = good > 0 ? results.get(good)! : null;
+  // What limits the batch: the largest batch that fits, simulated once more with what is live at its peak.
+  const best = good > 0 ? simulate({ ...plan, training: { ...plan.training, batch_size: good } }, { device: options.device, timelinePoints: 0, untilSteady: options.untilSteady }) : null;
   return {
     maxBatch: good,
     effectiveBatch: good * plan.training.grad_accumulation_steps,

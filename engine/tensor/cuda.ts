@@ -39,6 +39,8 @@ export class CudaDevice {
   step = 0;
   events = 0;
   readonly timeline: TimelinePoint[] = [];
+  /** Record the timeline (off for the trials of a search, which only need the peaks). */
+  recordTimeline = true;
   private readonly live = new Set<Storage>();
   /**
    * Called with what is alive at each new peak of allocated bytes (for the breakdown at the peak), once the
@@ -207,6 +209,6 @@ export class CudaDevice {
       this.peakAllocated = a;
       this.peakPending = { step: this.step, phase: this.phase };
     }
-    this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
+    if (this.recordTimeline) this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
   }
 }

@@ -15,6 +15,7 @@ import { layerListModel } from '../models/layer-list.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
+import { PRESETS } from '../models/presets.ts';
 import type { ConvWorkspaceTable } from '../ops/conv.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
@@ -96,18 +97,15 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const attentionDevice = { computeCapability: device.compute_capability };
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice);
-  if ('hf_config' in m) {
-    const options = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: { computeCapability: device.compute_capability } };
-    return hfModel(resolveHfConfig(m.hf_config), options);
+  const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice };
+  const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: device.convWorkspaces ?? null, device: attentionDevice });
+  if ('preset' in m) {
+    const preset = PRESETS[m.preset]!;
+    if (preset.kind === 'hf') return hfModel(resolveHfConfig(preset.config), hfOptions);
+    return torchvisionModel(preset.name, visionOptions(m.num_classes ?? 1000));
   }
-  return torchvisionModel(m.torchvision, {
-    dtype,
-    imageSize: t.image_size,
-    numClasses: m.num_classes,
-    checkpointing,
-    convWorkspaces: device.convWorkspaces ?? null,
-    device: attentionDevice,
-  });
+  if ('hf_config' in m) return hfModel(resolveHfConfig(m.hf_config), hfOptions);
+  return torchvisionModel(m.torchvision, visionOptions(m.num_classes));
 }
 
 function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
@@ -126,8 +124,13 @@ function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
 export interface SimulateOptions {
   /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
   device: DeviceSpec;
-  /** Keep at most this many timeline points (default 4000). */
+  /** Keep at most this many timeline points (default 4000; 0 records none). */
   timelinePoints?: number;
+  /**
+   * Capture what is live at the peak (the breakdown, the largest tensors; default true). A search's trials only
+   * need the peaks.
+   */
+  peakDetails?: boolean;
   /** Every allocator trace entry, as a PyTorch memory snapshot would record it. */
   onTrace?: TraceListener;
   /**
@@ -162,8 +165,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
 
   let peakLive: LiveTensor[] = [];
   let peakAt = { step: 0, phase: 'load' };
+  cuda.recordTimeline = options.timelinePoints !== 0;
   cuda.onPeak = (live: ReadonlySet<Storage>, step: number, phase: string) => {
-    peakLive = [...live].map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
+    if (options.peakDetails !== false) peakLive = [...live].map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
     peakAt = { step, phase };
   };
 

@@ -1,4 +1,5 @@
 /** A Hugging Face config.json's model: the implementation its `model_type` names. */
+import { InputError } from '../../errors.ts';
 import type { TrainableModel } from '../model.ts';
 import type { HfConfig } from './config.ts';
 import { gpt2Model, type HfModelOptions } from './gpt2.ts';
@@ -6,6 +7,8 @@ import { llamaModel } from './llama.ts';
 import { bertModel } from './bert.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
+  const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
+  if (options.seqLen > positions) throw new InputError('training.seq_len', `${options.seqLen} is more than the model's ${positions} positions`);
   switch (cfg.family) {
     case 'gpt2':
       return gpt2Model(cfg, options);

@@ -7,6 +7,7 @@
  * Forward: the embedding, position ids, the causal mask (none for SDPA), the rotary cos/sin (fp32 math under
  * no_grad, cast to the hidden states' dtype), the layers, the final norm, lm_head and ForCausalLMLoss.
  */
+import { InputError } from '../../errors.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, neg, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
 import { linear } from '../../ops/linear.ts';
@@ -63,7 +64,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
   const cache: Tensor[] = [];
   // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window.
   if (cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow) {
-    throw new Error(`sliding-window attention at seq_len ${seqLen} >= ${cfg.slidingWindow} is not simulated yet`);
+    throw new InputError('training.seq_len', `sliding-window attention (window ${cfg.slidingWindow}) at seq_len ${seqLen} is not simulated yet: use a seq_len below the window`);
   }
 
   /**

@@ -1,0 +1,88 @@
+/**
+ * Model presets: the models users train, by name. Hugging Face presets are the models' published config.json
+ * contents (the keys that matter for memory; transformers fills the rest with its defaults, as for a pasted
+ * config); torchvision presets name the constructor. A plan says `{"preset": "llama-3-8b"}`.
+ */
+export interface HfPreset {
+  kind: 'hf';
+  /** The Hub repository the config comes from. */
+  source: string;
+  config: Record<string, unknown>;
+}
+
+export interface TorchvisionPreset {
+  kind: 'torchvision';
+  name: 'resnet18' | 'resnet34' | 'resnet50' | 'resnet101' | 'resnet152' | 'vit_b_16' | 'vit_l_16';
+}
+
+export type Preset = (HfPreset | TorchvisionPreset) & { family: string; parameters: string };
+
+const gpt2 = (source: string, n_embd: number, n_layer: number, n_head: number, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'GPT-2',
+  parameters,
+  source,
+  config: { model_type: 'gpt2', architectures: ['GPT2LMHeadModel'], vocab_size: 50257, n_positions: 1024, n_ctx: 1024, n_embd, n_layer, n_head, activation_function: 'gelu_new', resid_pdrop: 0.1, embd_pdrop: 0.1, attn_pdrop: 0.1 },
+});
+
+const bert = (source: string, hidden_size: number, num_hidden_layers: number, num_attention_heads: number, intermediate_size: number, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'BERT',
+  parameters,
+  source,
+  config: { model_type: 'bert', architectures: ['BertForMaskedLM'], vocab_size: 30522, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, hidden_act: 'gelu', hidden_dropout_prob: 0.1, attention_probs_dropout_prob: 0.1, max_position_embeddings: 512, type_vocab_size: 2 },
+});
+
+interface DecoderShape {
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads: number;
+  vocab_size: number;
+  max_position_embeddings: number;
+  tie_word_embeddings?: boolean;
+  head_dim?: number;
+  sliding_window?: number | null;
+}
+
+const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2', arch: string, source: string, shape: DecoderShape, parameters: string): Preset => ({
+  kind: 'hf',
+  family,
+  parameters,
+  source,
+  config: { model_type: modelType, architectures: [arch], hidden_act: 'silu', tie_word_embeddings: false, ...shape },
+});
+
+const llama = (source: string, shape: DecoderShape, parameters: string) => decoder('Llama', 'llama', 'LlamaForCausalLM', source, shape, parameters);
+const qwen2 = (source: string, shape: DecoderShape, parameters: string) => decoder('Qwen2', 'qwen2', 'Qwen2ForCausalLM', source, shape, parameters);
+
+export const PRESETS: Record<string, Preset> = {
+  gpt2: gpt2('openai-community/gpt2', 768, 12, 12, '124M'),
+  'gpt2-medium': gpt2('openai-community/gpt2-medium', 1024, 24, 16, '355M'),
+  'gpt2-large': gpt2('openai-community/gpt2-large', 1280, 36, 20, '774M'),
+  'gpt2-xl': gpt2('openai-community/gpt2-xl', 1600, 48, 25, '1.56B'),
+  'bert-base': bert('google-bert/bert-base-uncased', 768, 12, 12, 3072, '110M'),
+  'bert-large': bert('google-bert/bert-large-uncased', 1024, 24, 16, 4096, '336M'),
+  'tinyllama-1.1b': llama('TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T', { hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048 }, '1.1B'),
+  'llama-2-7b': llama('meta-llama/Llama-2-7b-hf', { hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32000, max_position_embeddings: 4096 }, '6.7B'),
+  'llama-2-13b': llama('meta-llama/Llama-2-13b-hf', { hidden_size: 5120, intermediate_size: 13824, num_hidden_layers: 40, num_attention_heads: 40, num_key_value_heads: 40, vocab_size: 32000, max_position_embeddings: 4096 }, '13B'),
+  'llama-2-70b': llama('meta-llama/Llama-2-70b-hf', { hidden_size: 8192, intermediate_size: 28672, num_hidden_layers: 80, num_attention_heads: 64, num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 4096 }, '69B'),
+  'llama-3-8b': llama('meta-llama/Meta-Llama-3-8B', { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, max_position_embeddings: 8192 }, '8.0B'),
+  'llama-3-70b': llama('meta-llama/Meta-Llama-3-70B', { hidden_size: 8192, intermediate_size: 28672, num_hidden_layers: 80, num_attention_heads: 64, num_key_value_heads: 8, vocab_size: 128256, max_position_embeddings: 8192 }, '70.6B'),
+  'llama-3.2-1b': llama('meta-llama/Llama-3.2-1B', { hidden_size: 2048, intermediate_size: 8192, num_hidden_layers: 16, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 64, vocab_size: 128256, max_position_embeddings: 131072, tie_word_embeddings: true }, '1.2B'),
+  'llama-3.2-3b': llama('meta-llama/Llama-3.2-3B', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 28, num_attention_heads: 24, num_key_value_heads: 8, head_dim: 128, vocab_size: 128256, max_position_embeddings: 131072, tie_word_embeddings: true }, '3.2B'),
+  'mistral-7b': decoder('Mistral', 'mistral', 'MistralForCausalLM', 'mistralai/Mistral-7B-v0.3', { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32768, max_position_embeddings: 32768, sliding_window: null }, '7.2B'),
+  'qwen2.5-0.5b': qwen2('Qwen/Qwen2.5-0.5B', { hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, max_position_embeddings: 32768, tie_word_embeddings: true }, '0.49B'),
+  'qwen2.5-1.5b': qwen2('Qwen/Qwen2.5-1.5B', { hidden_size: 1536, intermediate_size: 8960, num_hidden_layers: 28, num_attention_heads: 12, num_key_value_heads: 2, vocab_size: 151936, max_position_embeddings: 131072, tie_word_embeddings: true }, '1.5B'),
+  'qwen2.5-7b': qwen2('Qwen/Qwen2.5-7B', { hidden_size: 3584, intermediate_size: 18944, num_hidden_layers: 28, num_attention_heads: 28, num_key_value_heads: 4, vocab_size: 152064, max_position_embeddings: 131072 }, '7.6B'),
+  resnet18: { kind: 'torchvision', family: 'ResNet', name: 'resnet18', parameters: '11.7M' },
+  resnet34: { kind: 'torchvision', family: 'ResNet', name: 'resnet34', parameters: '21.8M' },
+  resnet50: { kind: 'torchvision', family: 'ResNet', name: 'resnet50', parameters: '25.6M' },
+  resnet101: { kind: 'torchvision', family: 'ResNet', name: 'resnet101', parameters: '44.5M' },
+  resnet152: { kind: 'torchvision', family: 'ResNet', name: 'resnet152', parameters: '60.2M' },
+  vit_b_16: { kind: 'torchvision', family: 'ViT', name: 'vit_b_16', parameters: '86.6M' },
+  vit_l_16: { kind: 'torchvision', family: 'ViT', name: 'vit_l_16', parameters: '304M' },
+};
+
+export const PRESET_NAMES = Object.keys(PRESETS) as [string, ...string[]];
