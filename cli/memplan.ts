@@ -9,6 +9,7 @@ import { replayCommand } from './commands/replay.ts';
 import { simulateCommand } from './commands/simulate.ts';
 import { maxBatchCommand } from './commands/max-batch.ts';
 import { gpusCommand } from './commands/gpus.ts';
+import { presetsCommand } from './commands/presets.ts';
 
 interface Command {
   summary: string;
@@ -20,6 +21,7 @@ const COMMANDS: Record<string, Command> = {
   simulate: simulateCommand,
   'max-batch': maxBatchCommand,
   gpus: gpusCommand,
+  presets: presetsCommand,
   replay: replayCommand,
 };
 

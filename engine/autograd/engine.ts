@@ -31,6 +31,11 @@ export interface Node {
   apply: BackwardFn;
   /** `release_variables`: drop the saved tensors. */
   releaseVariables(): void;
+  /** The running backward's bookkeeping (GraphTask's dependencies and InputBuffer): edges left, gradients so far. */
+  deps: number;
+  buffer: (Tensor | null)[] | null;
+  /** Which backward last counted this node's dependencies. */
+  epoch: number;
 }
 
 export class Parameter {
@@ -68,6 +73,9 @@ export class Parameter {
         return [];
       },
       releaseVariables() {},
+      deps: 0,
+      buffer: null,
+      epoch: 0,
     };
   }
 }
@@ -117,6 +125,9 @@ export class CheckpointFrame {
     this.closure = [];
   }
 }
+
+/** Numbers the backward passes (nested ones included), to reset each node's bookkeeping once per pass. */
+let backwardEpoch = 0;
 
 export class Autograd {
   private sequenceNr = 0;
@@ -202,6 +213,9 @@ export class Autograd {
       numOutputs: outputs.length,
       apply,
       releaseVariables,
+      deps: 0,
+      buffer: null,
+      epoch: 0,
     };
     outputs.forEach((t, i) => {
       t.gradFn = node;
@@ -348,49 +362,52 @@ export class Autograd {
     const device = this.device;
     const start = root.gradFn;
     if (!start) throw new Error('backward of a tensor that does not require grad');
-    // Dependencies: how many edges lead into each node.
-    const dependencies = new Map<Node, number>();
-    const seen = new Set<Node>([start]);
-    const stack = [start];
-    while (stack.length) {
-      const n = stack.pop()!;
-      for (const e of n.next) {
+    // Dependencies: how many edges lead into each node (kept on the nodes while this backward runs).
+    const epoch = ++backwardEpoch;
+    const seen: Node[] = [start];
+    start.epoch = epoch;
+    start.deps = 0;
+    start.buffer = null;
+    for (let k = 0; k < seen.length; k++) {
+      for (const e of seen[k]!.next) {
         if (!e) continue;
-        dependencies.set(e.node, (dependencies.get(e.node) ?? 0) + 1);
-        if (!seen.has(e.node)) {
-          seen.add(e.node);
-          stack.push(e.node);
+        const m = e.node;
+        if (m.epoch !== epoch) {
+          m.epoch = epoch;
+          m.deps = 0;
+          m.buffer = null;
+          seen.push(m);
         }
+        m.deps++;
       }
     }
-    const buffers = new Map<Node, (Tensor | null)[]>();
     const ready = new ReadyQueue<Node>();
-    const push = (n: Node) => ready.push(n);
     const startBuffer = new Array<Tensor | null>(start.numOutputs).fill(null);
     startBuffer[root.outputSlot] = device.ref(rootGrad);
-    buffers.set(start, startBuffer);
-    push(start);
+    start.buffer = startBuffer;
+    ready.push(start);
 
     const previousThread = device.thread;
     device.thread = 'autograd';
     while (ready.size) {
       const node = ready.pop()!;
-      const inputs = buffers.get(node) ?? new Array<Tensor | null>(node.numOutputs).fill(null);
-      buffers.delete(node);
+      const inputs = node.buffer ?? new Array<Tensor | null>(node.numOutputs).fill(null);
+      node.buffer = null;
       const outputs = node.apply(inputs);
       // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
       // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
       for (let i = 0; i < outputs.length; i++) {
         const g = outputs[i];
+        if (!g || !node.next[i]) continue;
         const shape = node.inputShapes[i];
-        if (g && shape && node.next[i] && numel(g.shape) !== numel(shape)) {
+        if (shape && numel(g.shape) !== numel(shape)) {
           const reduced = device.sumTo(g, shape, `sum_to in ${node.name}`);
           device.release(g);
           outputs[i] = reduced;
         }
         const dtype = node.inputDTypes?.[i];
-        const h = outputs[i];
-        if (h && dtype && node.next[i] && h.dtype !== dtype) {
+        const h = outputs[i]!;
+        if (dtype && h.dtype !== dtype) {
           const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
           device.release(h);
           outputs[i] = converted;
@@ -405,15 +422,12 @@ export class Autograd {
           device.release(g);
           continue;
         }
-        let buffer = buffers.get(e.node);
-        if (!buffer) {
-          buffer = new Array<Tensor | null>(e.node.numOutputs).fill(null);
-          buffers.set(e.node, buffer);
+        const next = e.node;
+        if (g) {
+          if (!next.buffer) next.buffer = new Array<Tensor | null>(next.numOutputs).fill(null);
+          next.buffer[e.slot] = this.accumulate(next.buffer[e.slot] ?? null, g);
         }
-        if (g) buffer[e.slot] = this.accumulate(buffer[e.slot] ?? null, g);
-        const left = dependencies.get(e.node)! - 1;
-        dependencies.set(e.node, left);
-        if (left === 0) push(e.node);
+        if (--next.deps === 0) ready.push(next);
       }
     }
     device.thread = previousThread;

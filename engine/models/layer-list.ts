@@ -18,6 +18,7 @@ import type { DType } from '../tensor/dtype.ts';
 import { embedding } from '../ops/embedding.ts';
 import { multiHeadSelfAttention } from '../ops/mha.ts';
 import type { AttentionDevice } from '../ops/attention.ts';
+import { adaptiveAvgPool2d, batchNorm2d, conv2d, maxPool2d, type ConvWorkspaceTable } from '../ops/conv.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 
@@ -61,7 +62,7 @@ function sequential(rt: Runtime, layers: readonly Layer[], x: Tensor): Tensor {
   return h;
 }
 
-function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<string, Tensor>, device: AttentionDevice): Layer {
+function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<string, Tensor>, device: AttentionDevice, convWorkspaces: ConvWorkspaceTable | null): Layer {
   const w = (name: string) => weights.get(`${path}.${name}`)!;
   switch (spec.type) {
     case 'linear': {
@@ -124,9 +125,34 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
       };
     }
     case 'flatten':
-      return { params: [], forward: (rt, x) => rt.cuda.view(x, [x.shape[0]!, x.numel / x.shape[0]!]) };
+      // nn.Flatten(1): a view (FlattenBackward reshapes the gradient back)
+      return { params: [], forward: (rt, x) => rt.autograd.view('ViewBackward0', x, [x.shape[0]!, x.numel / x.shape[0]!]) };
+    case 'conv2d': {
+      const bias = spec.bias ?? true;
+      const conv = { inChannels: spec.in_channels, outChannels: spec.out_channels, kernel: spec.kernel_size, stride: spec.stride ?? 1, padding: spec.padding ?? 0 };
+      const params: ParameterSpec[] = [{ name: `${path}.weight`, shape: [conv.outChannels, conv.inChannels, conv.kernel, conv.kernel], dtype }];
+      if (bias) params.push({ name: `${path}.bias`, shape: [conv.outChannels], dtype });
+      return { params, forward: (rt, x) => conv2d(rt, x, w('weight'), bias ? w('bias') : null, conv, convWorkspaces, `${path} (conv2d)`) };
+    }
+    case 'batch_norm2d': {
+      const c = spec.num_features;
+      return {
+        params: [
+          { name: `${path}.weight`, shape: [c], dtype },
+          { name: `${path}.bias`, shape: [c], dtype },
+          { name: `${path}.running_mean`, shape: [c], dtype, buffer: true },
+          { name: `${path}.running_var`, shape: [c], dtype, buffer: true },
+          { name: `${path}.num_batches_tracked`, shape: [], dtype: 'int64', buffer: true },
+        ],
+        forward: (rt, x) => batchNorm2d(rt, x, w('weight'), w('bias'), `${path} (batch_norm2d)`),
+      };
+    }
+    case 'max_pool2d':
+      return { params: [], forward: (rt, x) => maxPool2d(rt, x, { kernel: spec.kernel_size, stride: spec.stride ?? spec.kernel_size, padding: 0 }, `${path} (max_pool2d)`) };
+    case 'adaptive_avg_pool2d':
+      return { params: [], forward: (rt, x) => adaptiveAvgPool2d(rt, x, `${path} (adaptive_avg_pool2d)`) };
     case 'residual': {
-      const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights, device));
+      const body = spec.layers.map((s, i) => buildLayer(s, `${path}.body.${i}`, dtype, weights, device, convWorkspaces));
       const forward = (rt: Runtime, x: Tensor) => {
         const b = sequential(rt, body, x);
         const out = add(rt, x, b, `${path} (residual add)`);
@@ -136,7 +162,7 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
       return { params: body.flatMap((l) => l.params), namedOrder: namedOrder(body), forward, checkpointRegions: [forward] };
     }
     case 'repeat': {
-      const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights, device)));
+      const bodies = Array.from({ length: spec.count }, (_, k) => spec.layers.map((s, i) => buildLayer(s, `${path}.bodies.${k}.${i}`, dtype, weights, device, convWorkspaces)));
       return {
         params: bodies.flat().flatMap((l) => l.params),
         namedOrder: namedOrder(bodies.flat()),
@@ -152,12 +178,10 @@ function buildLayer(spec: LayerSpec, path: string, dtype: DType, weights: Map<st
         checkpointRegions: bodies.map((body) => (rt: Runtime, x: Tensor) => sequential(rt, body, x)),
       };
     }
-    default:
-      throw new InputError(`model.layers (${path})`, `the layer type "${spec.type}" is not simulated yet; supported: linear, relu, gelu, silu, tanh, sigmoid, dropout, layer_norm, rms_norm, flatten, residual, repeat`);
   }
 }
 
-const SIMULATED_LAYERS = new Set(['linear', 'relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'dropout', 'layer_norm', 'rms_norm', 'flatten', 'embedding', 'self_attention', 'residual', 'repeat']);
+const SIMULATED_LAYERS = new Set(['linear', 'conv2d', 'batch_norm2d', 'max_pool2d', 'adaptive_avg_pool2d', 'relu', 'gelu', 'silu', 'tanh', 'sigmoid', 'dropout', 'layer_norm', 'rms_norm', 'flatten', 'embedding', 'self_attention', 'residual', 'repeat']);
 
 /** named_parameters order of layers in sequence. */
 function namedOrder(layers: readonly Layer[]): string[] {
@@ -175,27 +199,70 @@ function checkSimulated(layers: readonly LayerSpec[], path: string): void {
   });
 }
 
-/** Output shape per sample of a layer list (features only). */
-function outputFeatures(layers: readonly LayerSpec[], features: number): number {
-  let f = features;
-  for (const l of layers) {
-    if (l.type === 'linear') {
-      if (l.in_features !== f) throw new InputError('model.layers', `a linear layer expects ${l.in_features} input features but gets ${f}`);
-      f = l.out_features;
-    } else if (l.type === 'embedding') {
-      f = l.embedding_dim;
-    } else if (l.type === 'self_attention') {
-      if (l.embed_dim !== f) throw new InputError('model.layers', `a self_attention layer of embed_dim ${l.embed_dim} gets ${f} features`);
-      if (l.embed_dim % l.num_heads !== 0) throw new InputError('model.layers', `self_attention: embed_dim ${l.embed_dim} is not divisible by num_heads ${l.num_heads}`);
-    } else if (l.type === 'residual') {
-      if (outputFeatures(l.layers, f) !== f) throw new InputError('model.layers', 'a residual body must keep the number of features');
-    } else if (l.type === 'repeat') {
-      for (let i = 0; i < l.count; i++) f = outputFeatures(l.layers, f);
-    } else if ((l.type === 'layer_norm' || l.type === 'rms_norm') && l.normalized_shape !== f) {
-      throw new InputError('model.layers', `a ${l.type} of ${l.normalized_shape} features gets ${f}`);
+/** The shape per sample each layer makes (checks that the layers line up, naming the layer that does not). */
+function outputShape(layers: readonly LayerSpec[], input: readonly number[], path: string): number[] {
+  let shape = [...input];
+  layers.forEach((l, i) => {
+    const where = `${path}[${i}]`;
+    const fail = (problem: string): never => {
+      throw new InputError(where, problem);
+    };
+    const last = shape[shape.length - 1]!;
+    switch (l.type) {
+      case 'linear':
+        if (l.in_features !== last) fail(`a linear layer of ${l.in_features} input features gets ${last}`);
+        shape = [...shape.slice(0, -1), l.out_features];
+        break;
+      case 'embedding':
+        shape = [...shape, l.embedding_dim];
+        break;
+      case 'self_attention':
+        if (shape.length !== 2) fail(`self_attention needs [sequence, features] per sample, gets [${shape.join(', ')}]`);
+        if (l.embed_dim !== last) fail(`a self_attention layer of embed_dim ${l.embed_dim} gets ${last} features`);
+        if (l.embed_dim % l.num_heads !== 0) fail(`embed_dim ${l.embed_dim} is not divisible by num_heads ${l.num_heads}`);
+        break;
+      case 'layer_norm':
+      case 'rms_norm':
+        if (l.normalized_shape !== last) fail(`a ${l.type} of ${l.normalized_shape} features gets ${last}`);
+        break;
+      case 'conv2d': {
+        if (shape.length !== 3 || shape[0] !== l.in_channels) fail(`conv2d needs [${l.in_channels}, height, width] per sample, gets [${shape.join(', ')}]`);
+        if (shape[1] !== shape[2]) fail('conv2d is simulated for square images (height = width)');
+        const o = Math.floor((shape[1]! + 2 * (l.padding ?? 0) - l.kernel_size) / (l.stride ?? 1)) + 1;
+        if (o < 1) fail('the image is smaller than the kernel');
+        shape = [l.out_channels, o, o];
+        break;
+      }
+      case 'batch_norm2d':
+        if (shape.length !== 3 || shape[0] !== l.num_features) fail(`batch_norm2d of ${l.num_features} channels gets [${shape.join(', ')}]`);
+        break;
+      case 'max_pool2d': {
+        if (shape.length !== 3) fail(`max_pool2d needs [channels, height, width], gets [${shape.join(', ')}]`);
+        const o = Math.floor((shape[1]! - l.kernel_size) / (l.stride ?? l.kernel_size)) + 1;
+        shape = [shape[0]!, o, o];
+        break;
+      }
+      case 'adaptive_avg_pool2d':
+        if (shape.length !== 3) fail(`adaptive_avg_pool2d needs [channels, height, width], gets [${shape.join(', ')}]`);
+        if (l.output_size !== 1) fail('adaptive_avg_pool2d is simulated for output_size 1 (global average pooling)');
+        shape = [shape[0]!, 1, 1];
+        break;
+      case 'flatten':
+        shape = [shape.reduce((a, b) => a * b, 1)];
+        break;
+      case 'residual': {
+        const out = outputShape(l.layers, shape, `${where}.layers`);
+        if (out.join() !== shape.join()) fail(`a residual body must keep the shape [${shape.join(', ')}], it makes [${out.join(', ')}]`);
+        break;
+      }
+      case 'repeat':
+        for (let k = 0; k < l.count; k++) shape = outputShape(l.layers, shape, `${where}.layers`);
+        break;
+      default:
+        break;
     }
-  }
-  return f;
+  });
+  return shape;
 }
 
 /**
@@ -235,6 +302,7 @@ export function layerListModel(
   dtype: DType,
   checkpointing: Checkpointing = false,
   device: AttentionDevice = { computeCapability: [9, 0] },
+  convWorkspaces: ConvWorkspaceTable | null = null,
 ): TrainableModel {
   checkSimulated(layers, 'model.layers');
   // A list that starts with an embedding takes token ids [B, *input_shape] and predicts a class per token.
@@ -242,10 +310,11 @@ export function layerListModel(
   layers.forEach((l, i) => {
     if (l.type === 'embedding' && i > 0) throw new InputError(`model.layers[${i}].type`, 'an embedding layer can only come first (it takes token ids)');
   });
-  const inputFeatures = inputShape[inputShape.length - 1]!;
-  outputFeatures(layers, inputFeatures); // checks the shapes line up
+  const outShape = outputShape(layers, inputShape, 'model.layers'); // checks the shapes line up
+  // F.cross_entropy(out.reshape(-1, C), y.reshape(-1)): a class per position of the output
+  const labelShape = outShape.slice(0, -1);
   const weights = new Map<string, Tensor>();
-  const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights, device));
+  const built = layers.map((s, i) => buildLayer(s, `layers.${i}`, dtype, weights, device, convWorkspaces));
   const parameters = built.flatMap((l) => l.params);
   const order = namedOrder(built);
   return {
@@ -257,7 +326,7 @@ export function layerListModel(
     },
     makeInputs(rt, batch) {
       const x = tokenIds ? rt.cuda.empty([batch, ...inputShape], 'int64', 'input ids x', 'input') : rt.cuda.empty([batch, ...inputShape], dtype, 'input x', 'input');
-      const y = rt.cuda.empty([batch, ...(tokenIds ? inputShape : inputShape.slice(0, -1))], 'int64', 'labels y', 'input');
+      const y = rt.cuda.empty([batch, ...labelShape], 'int64', 'labels y', 'input');
       return [x, y];
     },
     loss(rt, [x, y]) {

@@ -95,8 +95,9 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const dtype = PARAM_DTYPE[t.precision];
   const checkpointing = t.activation_checkpointing;
   const attentionDevice = { computeCapability: device.compute_capability };
-  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice);
-  if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice);
+  const workspaces = device.convWorkspaces ?? null;
+  if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice, workspaces);
+  if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice, workspaces);
   const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice };
   const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: device.convWorkspaces ?? null, device: attentionDevice });
   if ('preset' in m) {

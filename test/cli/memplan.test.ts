@@ -1,6 +1,6 @@
 /** The memplan command as a user runs it: exit codes, messages, JSON. */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -131,6 +131,30 @@ describe('memplan simulate and max-batch', () => {
     expect(out.peak_reserved_bytes).toBeGreaterThanOrEqual(out.peak_allocated_bytes);
     expect(out.breakdown_at_peak.parameter).toBeGreaterThan(0);
     expect(out.steps).toHaveLength(3);
+  });
+
+  it('simulate takes a preset, and a Hugging Face config.json as the Hub ships it', () => {
+    // The example GPT-2 plan is the calibration run gpt2_small_amp_bf16_adamw: the H100 measured these peaks over
+    // 3 steps, which are already its steady state.
+    const gpt2 = memplan('simulate', join(root, 'examples/gpt2-config-json.plan.json'), '--json');
+    expect(gpt2.code, gpt2.stderr).toBe(0);
+    const measured = JSON.parse(readFileSync(join(root, 'test/fixtures/calibration/gpt2_small_amp_bf16_adamw.json'), 'utf8'));
+    const out = JSON.parse(gpt2.stdout);
+    expect(out.peak_allocated_bytes).toBe(measured.peak_allocated_bytes);
+    expect(out.peak_reserved_bytes).toBe(measured.peak_reserved_bytes);
+    const llama = memplan('simulate', join(root, 'examples/llama-3-8b-bf16.plan.json'), '--json');
+    expect(llama.code, llama.stderr).toBe(0);
+    expect(JSON.parse(llama.stdout).parameter_count).toBe(8_030_261_248);
+    const resnet = memplan('simulate', join(root, 'examples/resnet50-amp.plan.json'));
+    expect(resnet.code, resnet.stderr).toBe(0);
+    expect(resnet.stdout).toContain('25,557,032 parameters');
+  });
+
+  it('presets lists the model presets', () => {
+    const r = memplan('presets', '--json');
+    expect(r.code).toBe(0);
+    const ids = JSON.parse(r.stdout).map((p: { id: string }) => p.id);
+    expect(ids).toEqual(expect.arrayContaining(['gpt2-xl', 'bert-large', 'llama-3-70b', 'mistral-7b', 'qwen2.5-7b', 'resnet152', 'vit_l_16']));
   });
 
   it('simulate names the field of a bad plan and exits 2', () => {

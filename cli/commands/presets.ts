@@ -1,0 +1,26 @@
+/** `memplan presets`: the model presets a plan can name as `{"preset": "..."}`. */
+import { PRESETS } from '../../engine/models/presets.ts';
+import { parseCommandArgs } from '../args.ts';
+
+const usage = `Usage: memplan presets [--json]
+
+Lists the model presets: use one in a plan as "model": {"preset": "llama-3-8b"}. Hugging Face presets are the
+models' published config.json; torchvision presets are torchvision.models' constructors.`;
+
+function run(args: string[]): void {
+  const { values } = parseCommandArgs('presets', args, { json: { type: 'boolean', default: false } });
+  const rows = Object.entries(PRESETS).map(([id, p]) => ({
+    id,
+    family: p.family,
+    parameters: p.parameters,
+    source: p.kind === 'hf' ? `huggingface.co/${p.source}` : `torchvision.models.${p.name}`,
+  }));
+  if (values.json) {
+    process.stdout.write(JSON.stringify(rows) + '\n');
+    return;
+  }
+  const lines = rows.map((r) => `${r.id.padEnd(16)} ${r.family.padEnd(8)} ${r.parameters.padStart(6)}  ${r.source}`);
+  process.stdout.write([`${'id'.padEnd(16)} ${'family'.padEnd(8)} ${'params'.padStart(6)}  source`, ...lines].join('\n') + '\n');
+}
+
+export const presetsCommand = { summary: 'list the model presets', usage, run };

@@ -1,0 +1,68 @@
+/**
+ * Presets build the real architectures: their parameter counts are the published ones (torchvision's weight
+ * tables, the Hugging Face models' safetensors totals), every preset simulates, and a pasted config.json's
+ * mistakes name their field.
+ */
+import { describe, expect, it } from 'vitest';
+import { InputError } from '../../../engine/errors.ts';
+import { PRESETS, PRESET_NAMES } from '../../../engine/models/presets.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+
+const PUBLISHED: Record<string, number> = {
+  gpt2: 124_439_808,
+  'gpt2-medium': 354_823_168,
+  'gpt2-large': 774_030_080,
+  'gpt2-xl': 1_557_611_200,
+  'tinyllama-1.1b': 1_100_048_384,
+  'llama-2-7b': 6_738_415_616,
+  'llama-3-8b': 8_030_261_248,
+  'mistral-7b': 7_248_023_552,
+  'qwen2.5-0.5b': 494_032_768,
+  resnet18: 11_689_512,
+  resnet34: 21_797_672,
+  resnet50: 25_557_032,
+  resnet101: 44_549_160,
+  resnet152: 60_192_808,
+  vit_b_16: 86_567_656,
+  vit_l_16: 304_326_632,
+};
+
+const plan = (preset: string, training: Record<string, unknown> = {}) =>
+  parsePlan({ format: 'memplan.plan', version: 1, model: { preset }, training: { batch_size: 1, seq_len: 128, precision: 'bf16', optimizer: 'sgd', ...training }, gpu: { memory_limit_bytes: 2 ** 41 } });
+
+describe('presets', () => {
+  for (const name of PRESET_NAMES) {
+    it(`${name} (${PRESETS[name]!.family}, ${PRESETS[name]!.parameters}) simulates${PUBLISHED[name] ? ' with its published parameter count' : ''}`, () => {
+      const p = plan(name, { steps: 1 });
+      const r = simulate(p, { device: planGpu(p), untilSteady: false, timelinePoints: 0 });
+      expect(r.oom).toBeNull();
+      expect(r.peakAllocatedBytes).toBeGreaterThan(r.parameterBytes);
+      if (PUBLISHED[name]) expect(r.parameterCount).toBe(PUBLISHED[name]);
+    });
+  }
+
+  it('refuses a sequence longer than the model has positions, naming training.seq_len', () => {
+    const p = plan('gpt2', { seq_len: 2048 });
+    expect(() => simulate(p, { device: planGpu(p) })).toThrow(InputError);
+    expect(() => simulate(p, { device: planGpu(p) })).toThrow(/training\.seq_len: 2048 is more than the model's 1024 positions/);
+  });
+
+  it('names the field of a pasted config.json it cannot use', () => {
+    const bad = (hf: Record<string, unknown>) => {
+      const p = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 1, seq_len: 64 } });
+      return () => simulate(p, { device: planGpu(p) });
+    };
+    expect(bad({ model_type: 't5' })).toThrow(/model\.hf_config\.model_type: "t5" is not simulated yet/);
+    expect(bad({})).toThrow(/model\.hf_config\.model_type: is required/);
+    expect(bad({ model_type: 'llama', num_attention_heads: 32, num_key_value_heads: 5 })).toThrow(/model\.hf_config\.num_key_value_heads/);
+    expect(bad({ model_type: 'gpt2', n_embd: 'wide' })).toThrow(/model\.hf_config\.n_embd: must be a positive integer/);
+    expect(bad({ model_type: 'gpt2', activation_function: 'gelu_fast' })).toThrow(/model\.hf_config\.activation_function/);
+  });
+
+  it('takes a config.json as the Hub ships it: missing keys get transformers defaults', () => {
+    const p = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: { model_type: 'gpt2', architectures: ['GPT2LMHeadModel'] } }, training: { batch_size: 1, seq_len: 64, steps: 1 } });
+    expect(simulate(p, { device: planGpu(p), untilSteady: false }).parameterCount).toBe(PUBLISHED.gpt2);
+  });
+});

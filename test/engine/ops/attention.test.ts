@@ -1,0 +1,64 @@
+/**
+ * cuDNN attention against the H100 probes (test/fixtures/workspaces/h100-workspaces.json, recorded with
+ * resources/measure/probe_workspaces.py): every allocation of forward and backward, in order and size, for 11
+ * shapes (head dims 64, 80 and 128, grouped-query attention, fp16 and bf16, causal or not, dropout).
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { CachingAllocator } from '../../../engine/allocator/caching-allocator.ts';
+import { parseAllocatorConf } from '../../../engine/allocator/config.ts';
+import { SimulatedDevice } from '../../../engine/allocator/device-memory.ts';
+import { Autograd, Parameter } from '../../../engine/autograd/engine.ts';
+import { scaledDotProductAttention, sdpaBackend } from '../../../engine/ops/attention.ts';
+import { CudaDevice } from '../../../engine/tensor/cuda.ts';
+import type { DType } from '../../../engine/tensor/dtype.ts';
+
+interface Probe {
+  case: { batch: number; heads: number; kv_heads: number; seq: number; head_dim: number; dtype: DType; causal: boolean; dropout: number };
+  grad_fn: string;
+  forward_allocs: number[];
+  backward_allocs: number[];
+}
+
+const probes = (JSON.parse(readFileSync(new URL('../../fixtures/workspaces/h100-workspaces.json', import.meta.url), 'utf8')) as { attention: Probe[] }).attention;
+
+function runtime() {
+  const sizes: number[] = [];
+  const allocator = new CachingAllocator({
+    config: parseAllocatorConf('', 'conf'),
+    device: new SimulatedDevice(80 * 2 ** 30),
+    totalGlobalMemBytes: 80 * 2 ** 30,
+    nonPyTorchBytes: 0,
+    onTrace: (action, _addr, size) => {
+      if (action === 'alloc') sizes.push(size);
+    },
+  });
+  const cuda = new CudaDevice(allocator, { cublasBytes: 0, cublasLtBytes: 0 }, { multiProcessorCount: 132, maxThreadsPerMultiProcessor: 2048 });
+  return { rt: { cuda, autograd: new Autograd(cuda), autocast: null }, sizes };
+}
+
+describe('cuDNN attention on the H100', () => {
+  it('is the backend PyTorch picked for every probe', () => {
+    expect(probes.length).toBe(11);
+    for (const p of probes) expect(p.grad_fn).toBe('ScaledDotProductCudnnAttentionBackward0');
+  });
+  for (const p of probes) {
+    const c = p.case;
+    it(`B=${c.batch} H=${c.heads}/${c.kv_heads} L=${c.seq} D=${c.head_dim} ${c.dtype}: forward and backward allocations`, () => {
+      const { rt, sizes } = runtime();
+      const leaf = (heads: number, name: string) => new Parameter(name, rt.cuda.empty([c.batch, heads, c.seq, c.head_dim], c.dtype, name), rt.cuda).tensor;
+      const q = leaf(c.heads, 'q');
+      const k = leaf(c.kv_heads, 'k');
+      const v = leaf(c.kv_heads, 'v');
+      expect(sdpaBackend(q, { computeCapability: [9, 0] })).toBe('cudnn');
+      sizes.length = 0;
+      const out = scaledDotProductAttention(rt, q, k, v, 'cudnn', { dropoutP: c.dropout, label: 'attention' });
+      expect(sizes).toEqual(p.forward_allocs);
+      const grad = rt.cuda.empty(out.shape, out.dtype, 'grad');
+      sizes.length = 0;
+      rt.autograd.backward(out, grad);
+      // dq, dk, dv, the workspace; AccumulateGrad steals them (no further allocation)
+      expect(sizes).toEqual(p.backward_allocs);
+    });
+  }
+});
