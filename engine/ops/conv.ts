@@ -16,6 +16,7 @@
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { OutOfMemoryError } from '../allocator/caching-allocator.ts';
 import { castLower } from './autocast.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -27,10 +28,20 @@ export interface Conv2dSpec {
   padding: number;
 }
 
+/** What cuDNN tries when a pass's usual workspace does not fit (measured): each plan's workspace, in order. */
+export interface PlanFallback {
+  /** The workspace requests of the plans that failed when only the output fitted, the usual one first. */
+  failed: number[];
+  /** The workspaces of the plan that then ran. */
+  final: number[];
+}
+
 export interface ConvWorkspaces {
   forward: number[];
   backwardData: number[];
   backwardWeight: number[];
+  /** Per pass, the plans tried when the usual workspace does not fit (null: not measured). */
+  fallbacks?: [PlanFallback | null, PlanFallback | null, PlanFallback | null];
 }
 
 /** Workspace sizes by convolution and batch (the edges load resources/cudnn-workspaces-*.json into it). */
@@ -38,8 +49,11 @@ export interface ConvWorkspaceTable {
   lookup(spec: Conv2dSpec, size: number, dtype: DType, batch: number): ConvWorkspaces | null;
 }
 
+type FallbackRow = [[number[], number[]] | null, [number[], number[]] | null, [number[], number[]] | null];
+
 interface WorkspaceFile {
   convs: Record<string, Record<string, [number[], number[] | null, number[]]>>;
+  fallbacks?: Record<string, Record<string, FallbackRow>>;
 }
 
 function convKey(spec: Conv2dSpec, size: number, dtype: DType): string {
@@ -56,10 +70,12 @@ const total = (xs: readonly number[] | null | undefined) => (xs ?? []).reduce((a
 export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
   return {
     lookup(spec, size, dtype, batch) {
-      const rows = file.convs[convKey(spec, size, dtype)];
+      const key = convKey(spec, size, dtype);
+      const rows = file.convs[key];
       if (!rows) return null;
+      const fallbacks = fallbacksAt(file.fallbacks?.[key], batch);
       const exact = rows[String(batch)];
-      if (exact) return { forward: exact[0], backwardData: exact[1] ?? [], backwardWeight: exact[2] };
+      if (exact) return { forward: exact[0], backwardData: exact[1] ?? [], backwardWeight: exact[2], fallbacks };
       const batches = Object.keys(rows).map(Number).sort((a, b) => a - b);
       let lo = batches[0]!;
       let hi = batches[batches.length - 1]!;
@@ -81,9 +97,23 @@ export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
         return Math.max(0, Math.round(a + ((b - a) * (batch - lo)) / (hi - lo)));
       };
       const one = (n: number) => (n > 0 ? [n] : []);
-      return { forward: one(at(0)), backwardData: one(at(1)), backwardWeight: one(at(2)) };
+      return { forward: one(at(0)), backwardData: one(at(1)), backwardWeight: one(at(2)), fallbacks };
     },
   };
+}
+
+/**
+ * The fallback plans at a batch: those measured at that batch, else at the nearest measured batch above (the
+ * largest below when none is), their sizes scaled by the ratio of batches (the workspaces are activation-sized).
+ */
+function fallbacksAt(rows: Record<string, FallbackRow> | undefined, batch: number): ConvWorkspaces['fallbacks'] {
+  if (!rows) return undefined;
+  const batches = Object.keys(rows).map(Number).sort((a, b) => a - b);
+  const at = batches.find((b) => b >= batch) ?? batches[batches.length - 1]!;
+  const scale = batch / at;
+  const row = rows[String(at)]!;
+  const scaled = (xs: number[]) => xs.map((n) => Math.max(1, Math.round(n * scale)));
+  return row.map((f) => (f ? { failed: scaled(f[0]), final: scaled(f[1]) } : null)) as ConvWorkspaces['fallbacks'];
 }
 
 function outputSize(size: number, spec: { kernel: number; stride: number; padding: number }): number {
@@ -95,6 +125,49 @@ function fallbackWorkspaces(spec: Conv2dSpec, x: Tensor, outNumel: number, dtype
   const e = DTYPE_BYTES[dtype];
   const bytes = x.numel * e + outNumel * e + (spec.kernel > 1 ? spec.outChannels * spec.inChannels * spec.kernel * spec.kernel * e : 0) + 147;
   return { forward: [bytes], backwardData: [bytes], backwardWeight: [bytes] };
+}
+
+/**
+ * One cuDNN call's workspace (aten/src/ATen/native/cudnn/Conv_v8.cpp `run_single_conv`): the plan cached for
+ * this convolution if one ran before, else the heuristics' plans in order (`try_plans`); a plan whose workspace
+ * cannot be allocated raises OutOfMemoryError, PyTorch empties the cache and tries the next; the plan that runs
+ * is cached for the process. Measured on the H100 (resources/measure/probe_conv_plans.py): under a tight cap
+ * the plans tried are those of the table's `fallbacks`, ending with one that needs (almost) no workspace.
+ */
+function runConvPlan(rt: Runtime, key: string, usual: readonly number[], fallback: PlanFallback | null, label: string): void {
+  const { cuda } = rt;
+  const run = (sizes: readonly number[]) => {
+    const held: Tensor[] = [];
+    try {
+      for (const n of sizes) held.push(cuda.empty([n], 'uint8', label, 'workspace'));
+    } finally {
+      for (let i = held.length - 1; i >= 0; i--) cuda.release(held[i]);
+    }
+  };
+  const cached = cuda.convPlans.get(key);
+  if (cached) {
+    try {
+      run(cached);
+      return;
+    } catch (error) {
+      if (!(error instanceof OutOfMemoryError)) throw error;
+      cuda.allocator.emptyCache();
+    }
+  }
+  const plans: (readonly number[])[] = [usual, ...(fallback ? [...fallback.failed.slice(1).map((n) => [n]), fallback.final] : [])];
+  let last: unknown;
+  for (const sizes of plans) {
+    try {
+      run(sizes);
+      cuda.convPlans.set(key, sizes);
+      return;
+    } catch (error) {
+      if (!(error instanceof OutOfMemoryError)) throw error;
+      cuda.allocator.emptyCache();
+      last = error;
+    }
+  }
+  throw last;
 }
 
 /**
@@ -112,20 +185,19 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   const xNeeds = autograd.needsGrad([xc ?? null]);
   const saved = autograd.saveInputs(autograd.needsGrad([xc ?? null, wc ?? null, bc ?? null]), [xc!, wc!]);
   const out = cuda.empty(outShape, dtype, label, 'activation');
-  const scratch = (sizes: readonly number[], what: string) => {
-    for (const n of sizes) cuda.release(cuda.empty([n], 'uint8', `${label} cuDNN ${what} workspace`, 'workspace'));
-  };
-  scratch(ws.forward, 'forward');
+  const plan = (pass: 0 | 1 | 2, usual: readonly number[], what: string) =>
+    runConvPlan(rt, `${convKey(spec, size, dtype)}#${b}#${pass}`, usual, ws.fallbacks?.[pass] ?? null, `${label} cuDNN ${what} workspace`);
+  plan(0, ws.forward, 'forward');
   autograd.record('ConvolutionBackward0', [xc ?? null, wc ?? null, bc ?? null], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];
     const gradCopy = gradContiguous ? null : cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary');
     let gx: Tensor | null = null;
     if (xNeeds) {
       gx = cuda.empty(xc!.shape, grad.dtype, `grad of ${label} input`);
-      scratch(ws.backwardData, 'backward-data');
+      plan(1, ws.backwardData, 'backward-data');
     }
     const gw = cuda.empty(wc!.shape, grad.dtype, `grad of ${label} weight`);
-    scratch(ws.backwardWeight, 'backward-weight');
+    plan(2, ws.backwardWeight, 'backward-weight');
     cuda.release(gradCopy);
     // the bias's gradient last: the output gradient summed over batch and pixels
     const gb = bc ? cuda.sumTo(grad, [spec.outChannels], `grad of ${label} bias`) : null;

@@ -39,6 +39,8 @@ export class CudaDevice {
   step = 0;
   events = 0;
   readonly timeline: TimelinePoint[] = [];
+  /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
+  readonly convPlans = new Map<string, readonly number[]>();
   /** Record the timeline (off for the trials of a search, which only need the peaks). */
   recordTimeline = true;
   private readonly live = new Set<Storage>();
