@@ -75,7 +75,8 @@ describe('steady state', () => {
 });
 
 describe('the largest batch against real searches', () => {
-  const simulated = readdirSync(searchDir).filter((f) => f.startsWith('mlp_') || f.startsWith('layers_token_mlp')).sort();
+  // every recorded search: all families are simulated
+  const simulated = readdirSync(searchDir).filter((f) => f.endsWith('.maxbatch.json')).sort();
   for (const file of simulated) {
     it(file, () => {
       const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
@@ -102,6 +103,12 @@ describe('the largest batch against real searches', () => {
       ['mlp_fp32_adam_foreach_expandable_cap4g.maxbatch.json', 12634],
       ['mlp_amp_bf16_adamw_foreach_cap3g.maxbatch.json', 6528],
       ['layers_token_mlp_amp_bf16.maxbatch.json', 28],
+      ['gpt2_small_amp_bf16_seq512.maxbatch.json', 8],
+      ['gpt2_medium_amp_fp16_ckpt_seq1024.maxbatch.json', 9],
+      ['llama_300m_bf16_ckpt_seq1024.maxbatch.json', 11],
+      ['qwen2_5_0_5b_bf16_seq512.maxbatch.json', 7],
+      ['bert_base_amp_bf16_seq256.maxbatch.json', 21],
+      ['vit_b_16_amp_bf16_expandable.maxbatch.json', 72],
     ] as const) {
       const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
       expect(m.max_batch).toBe(expected);
