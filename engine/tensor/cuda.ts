@@ -38,20 +38,22 @@ export class CudaDevice {
   phase = 'load';
   step = 0;
   events = 0;
-  readonly timeline: TimelinePoint[] = [];
+  /** Allocated and reserved bytes after each event, and the step and phase it happened in (compact columns). */
+  private readonly timelineColumns = new TimelineColumns();
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
   readonly convPlans = new Map<string, readonly number[]>();
   /** Record the timeline (off for the trials of a search, which only need the peaks). */
   recordTimeline = true;
-  private readonly live = new Set<Storage>();
   /**
-   * Called with what is alive at each new peak of allocated bytes (for the breakdown at the peak), once the
-   * peak is over: at the next free, or at `flushPeak()`. Allocations only raise the peak, so copying the live set
-   * at every one of them would be quadratic.
+   * Every storage handed out, with the events it lived between, when the peak's contents are wanted
+   * (`recordStorages`): what was live at the peak is read once at the end (`liveAtPeak`), instead of copying the
+   * live set each time the peak rises.
    */
-  onPeak: ((live: ReadonlySet<Storage>, step: number, phase: string) => void) | undefined;
+  recordStorages = true;
+  private readonly storages: Storage[] = [];
   private peakAllocated = 0;
-  private peakPending: { step: number; phase: string } | null = null;
+  /** The allocation that set the peak of allocated bytes, and when it happened. */
+  peak = { event: 0, step: 0, phase: 'load' };
 
   private readonly reductionDevice: ReductionDevice;
 
@@ -192,25 +194,78 @@ export class CudaDevice {
     this.threadWorkspaces.set(label, this.escape(this.empty([size], 'uint8', label, 'workspace')));
   }
 
-  /** Reports a peak that is still the current state (the end of a simulation). */
-  flushPeak(): void {
-    if (!this.peakPending) return;
-    this.onPeak?.(this.live, this.peakPending.step, this.peakPending.phase);
-    this.peakPending = null;
+  /**
+   * The timeline thinned to at most `limit` points: each bucket of events keeps its highest point of allocated
+   * bytes, so that the peaks survive the thinning.
+   */
+  timeline(limit: number): TimelinePoint[] {
+    return this.timelineColumns.thin(limit);
+  }
+
+  /** The storages alive right after the allocation that set the peak. */
+  liveAtPeak(): Storage[] {
+    const at = this.peak.event;
+    return this.storages.filter((s) => s.allocEvent <= at && s.freeEvent > at);
   }
 
   private afterChange(storage: Storage, allocated: boolean): void {
     this.events++;
-    if (allocated) this.live.add(storage);
-    else {
-      this.flushPeak(); // the live set before this free is the peak's
-      this.live.delete(storage);
-    }
+    if (allocated) {
+      storage.allocEvent = this.events;
+      if (this.recordStorages) this.storages.push(storage);
+    } else storage.freeEvent = this.events;
     const a = this.allocator.allocatedBytes;
     if (a > this.peakAllocated) {
       this.peakAllocated = a;
-      this.peakPending = { step: this.step, phase: this.phase };
+      this.peak = { event: this.events, step: this.step, phase: this.phase };
     }
-    if (this.recordTimeline) this.timeline.push({ event: this.events, allocatedBytes: a, reservedBytes: this.allocator.reservedBytes, phase: this.phase, step: this.step });
+    if (this.recordTimeline) this.timelineColumns.push(a, this.allocator.reservedBytes, this.step, this.phase);
+  }
+}
+
+/** The timeline as growable typed columns: one event costs no object. */
+class TimelineColumns {
+  private allocated = new Float64Array(1 << 12);
+  private reserved = new Float64Array(1 << 12);
+  private steps = new Uint32Array(1 << 12);
+  private phases = new Uint8Array(1 << 12);
+  private readonly phaseNames: string[] = [];
+  private length = 0;
+
+  push(allocated: number, reserved: number, step: number, phase: string): void {
+    if (this.length === this.allocated.length) this.grow();
+    let p = this.phaseNames.indexOf(phase);
+    if (p < 0) p = this.phaseNames.push(phase) - 1;
+    const i = this.length++;
+    this.allocated[i] = allocated;
+    this.reserved[i] = reserved;
+    this.steps[i] = step;
+    this.phases[i] = p;
+  }
+
+  private grow(): void {
+    const n = this.allocated.length * 2;
+    const copy = <T extends Float64Array | Uint32Array | Uint8Array>(a: T, make: (n: number) => T): T => {
+      const b = make(n);
+      b.set(a);
+      return b;
+    };
+    this.allocated = copy(this.allocated, (k) => new Float64Array(k));
+    this.reserved = copy(this.reserved, (k) => new Float64Array(k));
+    this.steps = copy(this.steps, (k) => new Uint32Array(k));
+    this.phases = copy(this.phases, (k) => new Uint8Array(k));
+  }
+
+  thin(limit: number): TimelinePoint[] {
+    const out: TimelinePoint[] = [];
+    if (limit <= 0) return out;
+    const size = Math.max(1, Math.ceil(this.length / limit));
+    for (let i = 0; i < this.length; i += size) {
+      let best = i;
+      const end = Math.min(this.length, i + size);
+      for (let j = i + 1; j < end; j++) if (this.allocated[j]! > this.allocated[best]!) best = j;
+      out.push({ event: best + 1, allocatedBytes: this.allocated[best]!, reservedBytes: this.reserved[best]!, phase: this.phaseNames[this.phases[best]!]!, step: this.steps[best]! });
+    }
+    return out;
   }
 }

@@ -38,6 +38,9 @@ export class Storage {
   readonly allocatedBytes: number;
   label: string;
   category: MemoryCategory;
+  /** The simulated GPU's event counter when the block was handed out, and when it went back (the timeline). */
+  allocEvent = 0;
+  freeEvent = Number.POSITIVE_INFINITY;
 
   constructor(nbytes: number, block: Block | null, label: string, category: MemoryCategory) {
     this.nbytes = nbytes;

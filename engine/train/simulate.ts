@@ -109,18 +109,6 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   return torchvisionModel(m.torchvision, visionOptions(m.num_classes));
 }
 
-function maxTimeline(points: TimelinePoint[], limit: number): TimelinePoint[] {
-  if (points.length <= limit) return points;
-  // Keep each bucket's highest point so that the peaks survive the thinning.
-  const out: TimelinePoint[] = [];
-  const size = Math.ceil(points.length / limit);
-  for (let i = 0; i < points.length; i += size) {
-    let best = points[i]!;
-    for (let j = i + 1; j < Math.min(points.length, i + size); j++) if (points[j]!.allocatedBytes > best.allocatedBytes) best = points[j]!;
-    out.push(best);
-  }
-  return out;
-}
 
 export interface SimulateOptions {
   /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
@@ -164,13 +152,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
   const model = buildModel(plan, spec);
 
-  let peakLive: LiveTensor[] = [];
-  let peakAt = { step: 0, phase: 'load' };
   cuda.recordTimeline = options.timelinePoints !== 0;
-  cuda.onPeak = (live: ReadonlySet<Storage>, step: number, phase: string) => {
-    if (options.peakDetails !== false) peakLive = [...live].map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
-    peakAt = { step, phase };
-  };
+  cuda.recordStorages = options.peakDetails !== false;
 
   const steps: StepResult[] = [];
   let oom: SimulationResult['oom'] = null;
@@ -251,7 +234,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     if (!(error instanceof OutOfMemoryError)) throw error;
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
   }
-  cuda.flushPeak();
+  const peakLive: LiveTensor[] = cuda.liveAtPeak().map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
+  const peakAt = { step: cuda.peak.step, phase: cuda.peak.phase };
 
   const peakAllocatedBytes = Math.max(0, ...steps.map((s) => s.peakAllocatedBytes), allocator.stats.allocated_bytes[0].peak);
   const peakReservedBytes = Math.max(0, ...steps.map((s) => s.peakReservedBytes), allocator.stats.reserved_bytes[0].peak);
@@ -276,7 +260,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     breakdownAtPeak: breakdown,
     largestAtPeak: peakLive.sort((a, b) => b.bytes - a.bytes).slice(0, 20),
     peakAt,
-    timeline: maxTimeline(cuda.timeline, options.timelinePoints ?? 4000),
+    timeline: cuda.timeline(options.timelinePoints ?? 4000),
     memoryStats: allocator.memoryStats(),
     memorySummary: memorySummary(allocator.stats),
     oom,
