@@ -1,9 +1,11 @@
 /**
  * The GPU catalog shipped in resources/gpus.json and the cuDNN workspace table measured on the H100
- * (resources/cudnn-workspaces-h100.json), loaded once at the edge and handed to the engine.
+ * (resources/cudnn-workspaces-h100.json.gz, 2 MB: read the first time a convolution needs it), loaded at the edge
+ * and handed to the engine.
  */
+import { readFileSync } from 'node:fs';
 import catalogJson from '../resources/gpus.json' with { type: 'json' };
-import workspacesJson from '../resources/cudnn-workspaces-h100.json' with { type: 'json' };
+import { maybeGunzip } from '../engine/snapshot/gzip.ts';
 import { findGpu, parseGpuCatalog, type GpuCatalog, type GpuSpec } from '../engine/gpu/catalog.ts';
 import { convWorkspaceTable, type ConvWorkspaceTable } from '../engine/ops/conv.ts';
 import type { Plan } from '../engine/plan/schema.ts';
@@ -24,8 +26,22 @@ export function gpuCatalog(): GpuCatalog {
  * table measured so far (cuDNN may pick other algorithms elsewhere).
  */
 export function deviceFor(gpu: GpuSpec): DeviceSpec & GpuSpec {
-  workspaces ??= convWorkspaceTable(workspacesJson as unknown as Parameters<typeof convWorkspaceTable>[0]);
+  workspaces ??= lazyTable(() => {
+    const file = new URL('../resources/cudnn-workspaces-h100.json.gz', import.meta.url);
+    return convWorkspaceTable(JSON.parse(new TextDecoder().decode(maybeGunzip(readFileSync(file)))));
+  });
   return { ...gpu, convWorkspaces: workspaces };
+}
+
+/** A table read on its first lookup (most plans have no convolution). */
+function lazyTable(load: () => ConvWorkspaceTable): ConvWorkspaceTable {
+  let table: ConvWorkspaceTable | undefined;
+  return {
+    lookup(...args) {
+      table ??= load();
+      return table.lookup(...args);
+    },
+  };
 }
 
 /**

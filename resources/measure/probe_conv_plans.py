@@ -51,15 +51,22 @@ def plans(events):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--batches", default="16,32,64,96,128,192,256")
+    ap.add_argument("--batches", default="16,32,64,96,128,192,256", help="a list, or a range like 8-256")
+    ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--time-budget", type=float, default=420)
     args = ap.parse_args()
     start = time.time()
     total = torch.cuda.get_device_properties(0).total_memory
     results = []
-    for dtype_name, dtype in DTYPES.items():
+    if "-" in args.batches:
+        lo, hi = (int(x) for x in args.batches.split("-"))
+        batches = list(range(lo, hi + 1))
+    else:
+        batches = [int(b) for b in args.batches.split(",")]
+    for dtype_name in args.dtypes.split(","):
+        dtype = DTYPES[dtype_name]
         for cin, cout, k, s, p, hw, input_grad in CONVS:
-            for batch in (int(b) for b in args.batches.split(",")):
+            for batch in batches:
                 if time.time() - start > args.time_budget:
                     break
                 torch.cuda.set_per_process_memory_fraction(1.0)
@@ -81,7 +88,10 @@ def main():
                 for name, (fn, out_bytes) in passes.items():
                     torch.cuda.set_per_process_memory_fraction(1.0)
                     torch.cuda.empty_cache()
-                    cap = torch.cuda.memory_reserved() + out_bytes + 4 * MiB
+                    # room for the output's segment as the allocator sizes it (2 MiB small-pool segments up to 1 MiB,
+                    # 20 MiB segments up to 10 MiB, else rounded to 2 MiB) and one small segment for tiny workspaces
+                    segment = 2 * MiB if out_bytes <= MiB else 20 * MiB if out_bytes < 10 * MiB else -(-out_bytes // (2 * MiB)) * 2 * MiB
+                    cap = torch.cuda.memory_reserved() + segment + 2 * MiB
                     torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
                     events, error = record(fn)
                     failed, ran = plans(events)
@@ -92,7 +102,7 @@ def main():
     torch.cuda.set_per_process_memory_fraction(1.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "conv-plans.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "convs": results, "seconds": round(time.time() - start, 1)}))
+    (out / f"conv-plans-{args.dtypes.replace(',', '-')}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "convs": results, "seconds": round(time.time() - start, 1)}))
     print(len(results), "convolutions in", round(time.time() - start, 1), "s")
 
 

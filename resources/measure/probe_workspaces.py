@@ -161,11 +161,18 @@ def probe_attention(case):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--batches", default="1,2,4,8,12,16,24,32,48,64,80,96,112,128,160,192,224,256")
+    ap.add_argument("--batches", default="1,2,4,8,12,16,24,32,48,64,80,96,112,128,160,192,224,256", help="a list, or a range like 1-256")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="which of float32,float16,bfloat16")
+    ap.add_argument("--no-attention", action="store_true")
     ap.add_argument("--time-budget", type=float, default=480)
     args = ap.parse_args()
     start = time.time()
-    batches = [int(b) for b in args.batches.split(",")]
+    if "-" in args.batches:
+        lo, hi = (int(x) for x in args.batches.split("-"))
+        batches = list(range(lo, hi + 1))
+    else:
+        batches = [int(b) for b in args.batches.split(",")]
+    dtypes = {name: DTYPES[name] for name in args.dtypes.split(",")}
     props = torch.cuda.get_device_properties(0)
     data = {
         "format": "memplan.workspaces",
@@ -179,13 +186,13 @@ def main():
         "attention": [],
         "conv": [],
     }
-    for case in ATTENTION:
+    for case in [] if args.no_attention else ATTENTION:
         try:
             data["attention"].append(probe_attention(case))
         except Exception as error:  # a backend may refuse a shape: record why
             data["attention"].append({"case": case, "error": repr(error)[:300]})
         torch.cuda.empty_cache()
-    for dtype_name, dtype in DTYPES.items():
+    for dtype_name, dtype in dtypes.items():
         for cfg in CONVS:
             for batch in batches:
                 if time.time() - start > args.time_budget:
@@ -201,7 +208,7 @@ def main():
     data["seconds"] = round(time.time() - start, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "workspaces.json").write_text(json.dumps(data))
+    (out / f"workspaces-{'-'.join(dtypes)}.json").write_text(json.dumps(data))
     print(f"{len(data['conv'])} conv probes, {len(data['attention'])} attention probes in {data['seconds']} s")
 
 
