@@ -25,12 +25,14 @@ export type SdpaBackend = 'cudnn' | 'flash' | 'efficient';
 export interface AttentionDevice {
   /** `torch.cuda.get_device_capability()`. */
   computeCapability: readonly [number, number];
+  /** AMD GPUs (ROCm) have no cuDNN: half types go to flash attention (aotriton). */
+  vendor?: 'nvidia' | 'amd';
 }
 
 export function sdpaBackend(q: Tensor, device: AttentionDevice): SdpaBackend {
   if (q.dtype !== 'float16' && q.dtype !== 'bfloat16') return 'efficient';
   const major = device.computeCapability[0];
-  return major === 9 || major === 10 ? 'cudnn' : 'flash';
+  return device.vendor !== 'amd' && (major === 9 || major === 10) ? 'cudnn' : 'flash';
 }
 
 export interface SdpaOptions {

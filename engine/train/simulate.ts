@@ -32,7 +32,7 @@ import type { GpuSpec } from '../gpu/catalog.ts';
 /** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
 export type DeviceSpec = Pick<
   GpuSpec,
-  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability'
+  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability' | 'vendor'
 > & {
   /** cuDNN convolution workspaces measured on this GPU (or the closest measured one); null: the fallback pattern. */
   convWorkspaces?: ConvWorkspaceTable | null;
@@ -94,7 +94,7 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const t = plan.training;
   const dtype = PARAM_DTYPE[t.precision];
   const checkpointing = t.activation_checkpointing;
-  const attentionDevice = { computeCapability: device.compute_capability };
+  const attentionDevice = { computeCapability: device.compute_capability, vendor: device.vendor };
   const workspaces = device.convWorkspaces ?? null;
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice, workspaces);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice, workspaces);

@@ -66,3 +66,24 @@ describe('presets', () => {
     expect(simulate(p, { device: planGpu(p), untilSteady: false }).parameterCount).toBe(PUBLISHED.gpt2);
   });
 });
+
+describe('max-batch on every GPU of the catalog', () => {
+  it('finds a batch for GPT-2 and ResNet-50 on each GPU, more on larger GPUs', async () => {
+    const { findMaxBatch } = await import('../../../engine/search/max-batch.ts');
+    const { gpuCatalog, deviceFor } = await import('../../../cli/gpus.ts');
+    const sizes: [number, number][] = [];
+    for (const gpu of gpuCatalog().gpus) {
+      const device = deviceFor(gpu);
+      const lm = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2' }, training: { batch_size: 1, seq_len: 256, precision: 'amp_bf16' }, gpu: { name: gpu.id } });
+      const r = findMaxBatch(lm, { device, untilSteady: false });
+      expect(r.maxBatch, gpu.id).toBeGreaterThan(0);
+      expect(r.trials.find((t) => t.batch === r.maxBatch)!.peakReservedBytes).toBeLessThanOrEqual(gpu.total_memory_bytes - gpu.non_pytorch_bytes);
+      sizes.push([gpu.total_memory_bytes, r.maxBatch]);
+      const vision = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'resnet50' }, training: { batch_size: 1, precision: 'amp_fp16', optimizer: 'sgd_momentum' }, gpu: { name: gpu.id } });
+      expect(findMaxBatch(vision, { device, untilSteady: false, maxBatch: 512 }).maxBatch, gpu.id).toBeGreaterThan(0);
+    }
+    // more memory never means a smaller batch
+    sizes.sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < sizes.length; i++) expect(sizes[i]![1]).toBeGreaterThanOrEqual(sizes[i - 1]![1]);
+  }, 120_000);
+});
