@@ -13,7 +13,7 @@ import { linear } from '../ops/linear.ts';
 import { layerNorm, rmsNorm } from '../ops/norm.ts';
 import { crossEntropy } from '../ops/loss.ts';
 import type { Runtime } from '../ops/runtime.ts';
-import { Autocast, type AutocastDType } from '../ops/autocast.ts';
+import { rerunUnderAutocast, type Checkpointing } from './checkpointing.ts';
 import type { DType } from '../tensor/dtype.ts';
 import { embedding } from '../ops/embedding.ts';
 import { multiHeadSelfAttention } from '../ops/mha.ts';
@@ -22,24 +22,7 @@ import { adaptiveAvgPool2d, batchNorm2d, conv2d, maxPool2d, type ConvWorkspaceTa
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 
-export type Checkpointing = false | 'non_reentrant' | 'reentrant';
-
-/**
- * CheckpointFunction saves the autocast state of its forward (`device_autocast_kwargs`) and reruns the region
- * under it in backward, as an autocast region of its own (its weight-cast cache starts empty).
- */
-export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, body: () => Tensor): Tensor {
-  if (!dtype) return body();
-  const outer = rt.autocast;
-  const region = new Autocast(dtype);
-  rt.autocast = region;
-  try {
-    return body();
-  } finally {
-    region.exit(rt);
-    rt.autocast = outer;
-  }
-}
+export type { Checkpointing } from './checkpointing.ts';
 
 interface Layer {
   /** In `Module._apply` order. */

@@ -17,7 +17,7 @@ import { crossEntropy } from '../ops/loss.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { rerunUnderAutocast, type Checkpointing } from './layer-list.ts';
+import { runBlocks, type Checkpointing } from './checkpointing.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 import { visionTransformer } from './vit.ts';
 
@@ -148,14 +148,7 @@ function resnet(bottleneck: boolean, layers: readonly number[], options: VisionO
       cuda.release(h);
       h = maxPool2d(rt, next, { kernel: 3, stride: 2, padding: 1 }, 'maxpool');
       cuda.release(next);
-      const autocastDType = rt.autocast?.dtype ?? null;
-      const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
-      for (const b of blocks) {
-        const run = (input: Tensor) => block(rt, input, b);
-        next = !checkpointing ? run(h) : checkpointing === 'reentrant' ? autograd.checkpointReentrant(h, run, rerun) : autograd.checkpoint(h, run, rerun);
-        cuda.release(h);
-        h = next;
-      }
+      h = runBlocks(rt, h, blocks.length, checkpointing, (input, i) => block(rt, input, blocks[i]!));
       const pooled = adaptiveAvgPool2d(rt, h, 'avgpool');
       cuda.release(h);
       const flat = autograd.view('ViewBackward0', pooled, [pooled.shape[0]!, pooled.shape[1]!]);

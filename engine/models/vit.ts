@@ -20,7 +20,7 @@ import { layerNorm } from '../ops/norm.ts';
 import { activation } from '../ops/pointwise.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { rerunUnderAutocast } from './layer-list.ts';
+import { runBlocks } from './checkpointing.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 import type { VisionOptions } from './torchvision.ts';
 
@@ -130,15 +130,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
       cuda.release(tokens);
       // `x = self.encoder(x)`: the caller's x (the cat) lives until the encoder returns
       const withPos = addTensors(rt, joined, w('encoder.pos_embedding'), 'input + pos_embedding');
-      const autocastDType = rt.autocast?.dtype ?? null;
-      const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
-      let h = withPos;
-      for (let i = 0; i < arch.layers; i++) {
-        const run = (x: Tensor) => encoderLayer(rt, x, i);
-        const next = !checkpointing ? run(h) : checkpointing === 'reentrant' ? autograd.checkpointReentrant(h, run, rerun) : autograd.checkpoint(h, run, rerun);
-        cuda.release(h);
-        h = next;
-      }
+      const h = runBlocks(rt, withPos, arch.layers, checkpointing, (x, i) => encoderLayer(rt, x, i));
       const normed = layerNorm(rt, h, w('encoder.ln.weight'), w('encoder.ln.bias'), 'encoder.ln', { inputContiguous: false });
       cuda.release(h);
       cuda.release(joined);

@@ -15,34 +15,16 @@ import type { Runtime } from './runtime.ts';
 
 /** `torch.mm(a, b)`: [n, k] @ [k, m]. */
 export function mm(rt: Runtime, a: Tensor, b: Tensor, label: string): Tensor {
-  const { cuda, autograd } = rt;
-  const aNeeds = autograd.needsGrad([a]);
-  const bNeeds = autograd.needsGrad([b]);
-  const toSave: Tensor[] = [];
-  if (bNeeds) toSave.push(a);
-  if (aNeeds) toSave.push(b);
-  const saved = autograd.saveInputs(true, toSave);
-  const out = cuda.empty([a.shape[0]!, b.shape[1]!], a.dtype, label, 'activation');
-  cuda.gemm('cublas');
-  autograd.record('MmBackward0', [a, b], [out], saved, ([grad]) => {
-    if (!grad) return [null, null];
-    let gb: Tensor | null = null;
-    let ga: Tensor | null = null;
-    if (bNeeds) {
-      gb = cuda.empty(b.shape, grad.dtype, `grad of ${label} (mat2)`);
-      cuda.gemm('cublas');
-    }
-    if (aNeeds) {
-      ga = cuda.empty(a.shape, grad.dtype, `grad of ${label} (self)`);
-      cuda.gemm('cublas');
-    }
-    return [ga, gb];
-  });
-  return out;
+  return product(rt, a, b, [a.shape[0]!, b.shape[1]!], 'MmBackward0', label);
 }
 
 /** `torch.bmm(a, b)`: [n, p, k] @ [n, k, m]. */
 export function bmm(rt: Runtime, a: Tensor, b: Tensor, label: string): Tensor {
+  return product(rt, a, b, [a.shape[0]!, a.shape[1]!, b.shape[2]!], 'BmmBackward0', label);
+}
+
+/** mm and bmm: the output, the GEMM; backward mat2's gradient, then self's, each with its GEMM. */
+function product(rt: Runtime, a: Tensor, b: Tensor, outShape: number[], node: string, label: string): Tensor {
   const { cuda, autograd } = rt;
   const aNeeds = autograd.needsGrad([a]);
   const bNeeds = autograd.needsGrad([b]);
@@ -50,9 +32,9 @@ export function bmm(rt: Runtime, a: Tensor, b: Tensor, label: string): Tensor {
   if (bNeeds) toSave.push(a);
   if (aNeeds) toSave.push(b);
   const saved = autograd.saveInputs(true, toSave);
-  const out = cuda.empty([a.shape[0]!, a.shape[1]!, b.shape[2]!], a.dtype, label, 'activation');
+  const out = cuda.empty(outShape, a.dtype, label, 'activation');
   cuda.gemm('cublas');
-  autograd.record('BmmBackward0', [a, b], [out], saved, ([grad]) => {
+  autograd.record(node, [a, b], [out], saved, ([grad]) => {
     if (!grad) return [null, null];
     let gb: Tensor | null = null;
     let ga: Tensor | null = null;

@@ -18,10 +18,10 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { hfActivation } from './common.ts';
+import { hfActivation, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
-import { runLayers } from './layers.ts';
+import { runBlocks } from '../checkpointing.ts';
 
 export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
@@ -122,9 +122,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     bindParameter(name, tensor) {
       weights.set(name, tensor);
     },
-    makeInputs(rt, batch) {
-      return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
-    },
+    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -148,7 +146,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       // BertEmbeddings.forward returns: its locals die
       for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
       // BertModel.forward keeps `embedding_output` until it returns
-      const hidden = runLayers(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
+      const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
       cuda.release(embedded);
       // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder
       const h1 = linear(rt, hidden, w('cls.predictions.transform.dense.weight'), w('cls.predictions.transform.dense.bias'), 'cls.predictions.transform.dense');

@@ -70,3 +70,16 @@ export function causalLmLoss(rt: Runtime, logits: Tensor, ids: Tensor): Tensor {
   cuda.release(upcast);
   return loss;
 }
+
+/** One micro-batch: `torch.randint(vocab, (B, T))`, used as input_ids and labels. */
+export function tokenInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
+  return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
+}
+
+/** `position_ids = torch.arange(T) + past_seen_tokens` (a new tensor; the arange dies), then `unsqueeze(0)`. */
+export function positionIds(rt: Runtime, seqLen: number): Tensor {
+  const arange = rt.cuda.empty([seqLen], 'int64', 'arange(T)', 'input');
+  const positions = rt.cuda.empty([1, seqLen], 'int64', 'position_ids', 'input');
+  rt.cuda.release(arange);
+  return positions;
+}

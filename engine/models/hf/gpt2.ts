@@ -14,12 +14,12 @@ import { dropout } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { Checkpointing } from '../layer-list.ts';
+import type { Checkpointing } from '../checkpointing.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, splitHeads, type AttentionImpl } from './attention.ts';
-import { causalLmLoss, hfActivation } from './common.ts';
+import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
-import { runLayers } from './layers.ts';
+import { runBlocks } from '../checkpointing.ts';
 
 export interface HfModelOptions {
   dtype: DType;
@@ -139,17 +139,12 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     bindParameter(name, tensor) {
       weights.set(name, tensor);
     },
-    makeInputs(rt, batch) {
-      return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
-    },
+    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('transformer.wte.weight'), ids!, 'transformer.wte');
-      // position_ids = torch.arange(T) + past_seen_tokens, then unsqueeze(0)
-      const arange = cuda.empty([t], 'int64', 'arange(T)', 'input');
-      const positions = cuda.empty([1, t], 'int64', 'position_ids', 'input');
-      cuda.release(arange);
+      const positions = positionIds(rt, t);
       const positionEmbeds = embedding(rt, w('transformer.wpe.weight'), positions, 'transformer.wpe');
       const summed = addTensors(rt, inputsEmbeds, positionEmbeds, 'inputs_embeds + position_embeds');
       // create_causal_mask: the packed-sequence check runs when there is no cache (gradient checkpointing)
@@ -157,7 +152,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, dtype) : null;
       let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
       cuda.release(summed);
-      hidden = runLayers(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions]);
+      hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions]);
       const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die

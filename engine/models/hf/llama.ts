@@ -17,10 +17,10 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, splitHeads } from './attention.ts';
-import { causalLmLoss, hfActivation } from './common.ts';
+import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
-import { runLayers } from './layers.ts';
+import { runBlocks } from '../checkpointing.ts';
 
 export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
@@ -233,20 +233,16 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
     bindParameter(name, tensor) {
       weights.set(name, tensor);
     },
-    makeInputs(rt, batch) {
-      return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
-    },
+    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
-      const arange = cuda.empty([t], 'int64', 'arange(T)', 'input');
-      const positions = cuda.empty([1, t], 'int64', 'position_ids', 'input');
-      cuda.release(arange);
+      const positions = positionIds(rt, t);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : null;
       const [cos, sin] = rotaryEmbedding(rt, t, inputsEmbeds.dtype);
-      let hidden = runLayers(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions]);
+      let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions]);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);
       hidden = normed;

@@ -1,0 +1,51 @@
+/**
+ * Activation checkpointing as the models apply it: a sequence of blocks (decoder layers, ResNet blocks, ViT encoder
+ * layers) where each block runs as `torch.utils.checkpoint.checkpoint(block, x, use_reentrant=...)`.
+ * Both kinds rerun the block in backward under the autocast state of its forward (`recompute_fn` and
+ * CheckpointFunction save it), a region of its own whose weight-cast cache starts empty.
+ */
+import { Autocast, type AutocastDType } from '../ops/autocast.ts';
+import type { Runtime } from '../ops/runtime.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+export type Checkpointing = false | 'non_reentrant' | 'reentrant';
+
+export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, body: () => Tensor): Tensor {
+  if (!dtype) return body();
+  const outer = rt.autocast;
+  const region = new Autocast(dtype);
+  rt.autocast = region;
+  try {
+    return body();
+  } finally {
+    region.exit(rt);
+    rt.autocast = outer;
+  }
+}
+
+/**
+ * `for block in blocks: x = block(x)`, each block checkpointed when asked. `closure`: the tensors every call gets
+ * besides x (a decoder layer's mask, rotary cos/sin, position ids, passed through `partial`), which the
+ * non-reentrant frame keeps until it dies (measured on the H100). The reentrant CheckpointFunction keeps them in
+ * its ctx: not measured, modelled the same.
+ */
+export function runBlocks(
+  rt: Runtime,
+  x: Tensor,
+  count: number,
+  checkpointing: Checkpointing,
+  block: (x: Tensor, i: number) => Tensor,
+  closure: readonly (Tensor | null)[] = [],
+): Tensor {
+  const held = closure.filter((t): t is Tensor => t !== null);
+  const autocastDType = rt.autocast?.dtype ?? null;
+  const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
+  let h = x;
+  for (let i = 0; i < count; i++) {
+    const run = (input: Tensor) => block(input, i);
+    const out = !checkpointing ? run(h) : checkpointing === 'reentrant' ? rt.autograd.checkpointReentrant(h, run, rerun) : rt.autograd.checkpoint(h, run, rerun, held);
+    rt.cuda.release(h);
+    h = out;
+  }
+  return h;
+}
