@@ -15,6 +15,7 @@
  * it; memory-efficient attention always allocates [B, L, H, D]). So Hugging Face's
  * `out.transpose(1, 2).contiguous()` copies nothing and the gradient arrives in the output's order.
  */
+import { InputError } from '../errors.ts';
 import { DTYPE_BYTES } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { Runtime } from './runtime.ts';
@@ -29,8 +30,12 @@ export interface AttentionDevice {
   vendor?: 'nvidia' | 'amd';
 }
 
-export function sdpaBackend(q: Tensor, device: AttentionDevice): SdpaBackend {
-  if (q.dtype !== 'float16' && q.dtype !== 'bfloat16') return 'efficient';
+export function sdpaBackend(q: Tensor, device: AttentionDevice, kvHeads = q.shape[1]): SdpaBackend {
+  if (q.dtype !== 'float16' && q.dtype !== 'bfloat16') {
+    // memory-efficient attention takes no enable_gqa (measured: "No available kernel"): PyTorch runs the math one
+    if (kvHeads !== q.shape[1]) throw new InputError('training.precision', 'fp32 attention with fewer key/value heads than query heads runs PyTorch\'s math SDPA backend, which is not simulated yet: use amp_bf16, bf16 or attention "eager"');
+    return 'efficient';
+  }
   const major = device.computeCapability[0];
   return device.vendor !== 'amd' && (major === 9 || major === 10) ? 'cudnn' : 'flash';
 }
@@ -46,7 +51,7 @@ const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 /** The attention output [B, H, L, D] (memory in [B, L, H, D] order). */
 export function scaledDotProductAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, backend: SdpaBackend, options: SdpaOptions): Tensor {
   if (backend === 'cudnn') return cudnnAttention(rt, q, k, v, options);
-  if (backend === 'flash') return flashAttention(rt, q, k, v, options);
+  if (backend === 'flash') return flashAttention(rt, q, k, v, options, rt.cuda);
   return efficientAttention(rt, q, k, v, options);
 }
 
@@ -96,13 +101,22 @@ function cudnnAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label }:
  * the fp32 dQ accumulator [B, round128(L), H, round32(D)], freed on return; with fewer k/v heads, dk and dv are
  * first computed per query head ([B, S, H, D]) and summed.
  */
-function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP, label }: SdpaOptions): Tensor {
+function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP, label }: SdpaOptions, device: { multiProcessorCount: number }): Tensor {
   const { cuda, autograd } = rt;
   const [b, h, l, d] = q.shape as [number, number, number, number];
   const needs = autograd.needsGrad([q, k, v]);
   const savedInputs = autograd.saveInputs(needs, [q, k, v]);
   const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
   const lse = cuda.empty([b, h, l], 'float32', `${label} logsumexp`, 'activation');
+  // Without dropout, few query blocks split the keys (set_params_splitkv): fp32 partial results per split, freed
+  // when mha_fwd returns (measured: 2 splits for B=2, H=16, L=256, D=80).
+  const splits = dropoutP > 0 ? 1 : flashSplits(b * h * Math.ceil(l / 64), 2 * device.multiProcessorCount, Math.ceil(k.shape[2]! / (d <= 64 ? 256 : d <= 128 ? 128 : 64)));
+  if (splits > 1) {
+    const lseAccum = cuda.empty([splits, b, h, l], 'float32', `${label} softmax_lse_accum`, 'workspace');
+    const outAccum = cuda.empty([splits, b, h, l, roundUp(d, 32)], 'float32', `${label} out_accum`, 'workspace');
+    cuda.release(outAccum);
+    cuda.release(lseAccum);
+  }
   let rng = cuda.empty([2], 'int64', `${label} RNG state`, 'activation');
   const unused = cuda.empty([], 'int64', `${label} (unused)`, 'activation');
   if (dropoutP > 0) {
@@ -169,6 +183,27 @@ function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { labe
     return [dq, dk, dv];
   });
   return out;
+}
+
+/** flash_api.cpp `num_splits_heuristic`: how many splits of the keys fill the GPU's SMs best. */
+function flashSplits(batchHeadsBlocks: number, numSMs: number, numNBlocks: number): number {
+  if (batchHeadsBlocks >= 0.8 * numSMs) return 1;
+  const maxSplits = Math.min(128, numSMs, numNBlocks);
+  const eligible = (n: number) => n === 1 || Math.ceil(numNBlocks / n) !== Math.ceil(numNBlocks / (n - 1));
+  const efficiency: number[] = [];
+  let best = 0;
+  for (let n = 1; n <= maxSplits; n++) {
+    if (!eligible(n)) {
+      efficiency.push(0);
+      continue;
+    }
+    const waves = (batchHeadsBlocks * n) / numSMs;
+    const e = waves / Math.ceil(waves);
+    best = Math.max(best, e);
+    efficiency.push(e);
+  }
+  for (let n = 1; n <= maxSplits; n++) if (eligible(n) && efficiency[n - 1]! >= 0.85 * best) return n;
+  return 1;
 }
 
 /** cutlassB.h: the first backward kernel whose shared memory fits, by element size and head dim. */

@@ -79,10 +79,12 @@ def record(fn):
     """Runs fn with the allocator history on; returns [(action, size, addr)] of the device trace."""
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=100000)
-    fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
+    try:
+        fn()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
     trace = snap["device_traces"][0] if snap["device_traces"] else []
     return [(e["action"], e["size"], e["addr"]) for e in trace if e["action"] in ("alloc", "free_completed")]
 
@@ -127,7 +129,7 @@ def probe_conv(cfg, batch, dtype):
     return result
 
 
-def probe_attention(case):
+def probe_attention(case, backend=None):
     b, hq, hkv, l, d, dtype_name, causal, dropout = case
     dtype = DTYPES[dtype_name]
     # q, k, v as Hugging Face makes them: projections viewed [B, L, H, D] and transposed
@@ -137,7 +139,13 @@ def probe_attention(case):
     out = []
 
     def fwd():
-        out.append(F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, enable_gqa=hq != hkv))
+        if backend is None:
+            out.append(F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, enable_gqa=hq != hkv))
+            return
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            out.append(F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, enable_gqa=hq != hkv))
 
     forward_events = record(fwd)
     o = out[0]
@@ -147,10 +155,11 @@ def probe_attention(case):
         o.backward(grad)
 
     backward_events = record(bwd)
-    backend = type(o.grad_fn).__name__ if o.grad_fn is not None else None
+    grad_fn = type(o.grad_fn).__name__ if o.grad_fn is not None else None
     return {
         "case": {"batch": b, "heads": hq, "kv_heads": hkv, "seq": l, "head_dim": d, "dtype": dtype_name, "causal": causal, "dropout": dropout},
-        "grad_fn": backend,
+        "backend": backend or "default",
+        "grad_fn": grad_fn,
         "forward_allocs": [s for a, s, _ in forward_events if a == "alloc"],
         "forward_transient": transient(forward_events),
         "backward_allocs": [s for a, s, _ in backward_events if a == "alloc"],
@@ -164,6 +173,8 @@ def main():
     ap.add_argument("--batches", default="1,2,4,8,12,16,24,32,48,64,80,96,112,128,160,192,224,256", help="a list, or a range like 1-256")
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="which of float32,float16,bfloat16")
     ap.add_argument("--no-attention", action="store_true")
+    ap.add_argument("--no-conv", action="store_true")
+    ap.add_argument("--attention-backends", default="", help="also force these SDPBackend names, e.g. FLASH_ATTENTION,EFFICIENT_ATTENTION,MATH")
     ap.add_argument("--time-budget", type=float, default=480)
     args = ap.parse_args()
     start = time.time()
@@ -186,14 +197,16 @@ def main():
         "attention": [],
         "conv": [],
     }
-    for case in [] if args.no_attention else ATTENTION:
-        try:
-            data["attention"].append(probe_attention(case))
-        except Exception as error:  # a backend may refuse a shape: record why
-            data["attention"].append({"case": case, "error": repr(error)[:300]})
-        torch.cuda.empty_cache()
+    for backend in [None] + [b for b in args.attention_backends.split(",") if b]:
+        cases = ATTENTION + [(b, h, kv, l, d, "float32", c, p) for (b, h, kv, l, d, _, c, p) in ATTENTION[:4]] if backend else ATTENTION
+        for case in [] if args.no_attention else cases:
+            try:
+                data["attention"].append(probe_attention(case, backend))
+            except Exception as error:  # a backend may refuse a shape: record why
+                data["attention"].append({"case": list(case), "backend": backend, "error": repr(error)[:300]})
+            torch.cuda.empty_cache()
     for dtype_name, dtype in dtypes.items():
-        for cfg in CONVS:
+        for cfg in [] if args.no_conv else CONVS:
             for batch in batches:
                 if time.time() - start > args.time_budget:
                     data["truncated"] = True

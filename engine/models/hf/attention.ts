@@ -78,7 +78,7 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   if (call.impl === 'sdpa') {
     // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
     const [qc, kc, vc] = castLower(rt, [q, k, v], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
-    const backend = sdpaBackend(qc!, call.device);
+    const backend = sdpaBackend(qc!, call.device, kc!.shape[1]);
     const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label });
     for (const x of [qc, kc, vc]) cuda.release(x);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);

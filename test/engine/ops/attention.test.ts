@@ -14,13 +14,15 @@ import { CudaDevice } from '../../../engine/tensor/cuda.ts';
 import type { DType } from '../../../engine/tensor/dtype.ts';
 
 interface Probe {
+  backend?: string;
   case: { batch: number; heads: number; kv_heads: number; seq: number; head_dim: number; dtype: DType; causal: boolean; dropout: number };
   grad_fn: string;
   forward_allocs: number[];
   backward_allocs: number[];
 }
 
-const probes = (JSON.parse(readFileSync(new URL('../../fixtures/workspaces/h100-workspaces.json', import.meta.url), 'utf8')) as { attention: Probe[] }).attention;
+const fixture = JSON.parse(readFileSync(new URL('../../fixtures/workspaces/h100-workspaces.json', import.meta.url), 'utf8')) as { attention: Probe[]; attention_backends: Probe[] };
+const probes = fixture.attention;
 
 function runtime() {
   const sizes: number[] = [];
@@ -58,6 +60,34 @@ describe('cuDNN attention on the H100', () => {
       sizes.length = 0;
       rt.autograd.backward(out, grad);
       // dq, dk, dv, the workspace; AccumulateGrad steals them (no further allocation)
+      expect(sizes).toEqual(p.backward_allocs);
+    });
+  }
+});
+
+describe('flash and memory-efficient attention, forced on the H100', () => {
+  const backends = { FLASH_ATTENTION: 'flash', EFFICIENT_ATTENTION: 'efficient' } as const;
+  it('covers both backends, fp32 included', () => {
+    expect(fixture.attention_backends.filter((p) => p.backend === 'FLASH_ATTENTION').length).toBe(11);
+    expect(fixture.attention_backends.some((p) => p.backend === 'EFFICIENT_ATTENTION' && p.case.dtype === 'float32')).toBe(true);
+  });
+  for (const p of fixture.attention_backends) {
+    const c = p.case;
+    const backend = backends[p.backend as keyof typeof backends];
+    it(`${backend} B=${c.batch} H=${c.heads}/${c.kv_heads} L=${c.seq} D=${c.head_dim} ${c.dtype} dropout ${c.dropout}`, () => {
+      const { rt, sizes } = runtime();
+      const leaf = (heads: number, name: string) => new Parameter(name, rt.cuda.empty([c.batch, heads, c.seq, c.head_dim], c.dtype, name), rt.cuda).tensor;
+      const q = leaf(c.heads, 'q');
+      const k = leaf(c.kv_heads, 'k');
+      const v = leaf(c.kv_heads, 'v');
+      sizes.length = 0;
+      const out = scaledDotProductAttention(rt, q, k, v, backend, { dropoutP: c.dropout, label: 'attention' });
+      // the forward's own allocations are the last ones recorded (see the fixture's note)
+      expect(p.forward_allocs.slice(-sizes.length)).toEqual(sizes);
+      expect(sizes.length).toBeGreaterThanOrEqual(2);
+      const grad = rt.cuda.empty(out.shape, out.dtype, 'grad');
+      sizes.length = 0;
+      rt.autograd.backward(out, grad);
       expect(sizes).toEqual(p.backward_allocs);
     });
   }
