@@ -16,7 +16,7 @@
  * `out.transpose(1, 2).contiguous()` copies nothing and the gradient arrives in the output's order.
  */
 import { InputError } from '../errors.ts';
-import { DTYPE_BYTES } from '../tensor/dtype.ts';
+import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -30,10 +30,11 @@ export interface AttentionDevice {
   vendor?: 'nvidia' | 'amd';
 }
 
-export function sdpaBackend(q: Tensor, device: AttentionDevice, kvHeads = q.shape[1]): SdpaBackend {
-  if (q.dtype !== 'float16' && q.dtype !== 'bfloat16') {
+/** The backend PyTorch 2.11 runs for q [B, H, L, D] over k, v with `kvHeads` heads, without a mask. */
+export function sdpaBackend(dtype: DType, heads: number, kvHeads: number, device: AttentionDevice): SdpaBackend {
+  if (dtype !== 'float16' && dtype !== 'bfloat16') {
     // memory-efficient attention takes no enable_gqa (measured: "No available kernel"): PyTorch runs the math one
-    if (kvHeads !== q.shape[1]) throw new InputError('training.precision', 'fp32 attention with fewer key/value heads than query heads runs PyTorch\'s math SDPA backend, which is not simulated yet: use amp_bf16, bf16 or attention "eager"');
+    if (kvHeads !== heads) throw new InputError('training.precision', 'fp32 attention with fewer key/value heads than query heads runs PyTorch\'s math SDPA backend, which is not simulated yet: use amp_bf16, bf16 or attention "eager"');
     return 'efficient';
   }
   const major = device.computeCapability[0];

@@ -46,7 +46,7 @@ export function multiHeadSelfAttention(rt: Runtime, x: Tensor, w: MhaWeights, he
   }) as [Tensor, Tensor, Tensor];
   cuda.release(packed);
   const [qc, kc, vc] = castLower(rt, [q, k, v], [`${label} q`, `${label} k`, `${label} v`]);
-  const out = scaledDotProductAttention(rt, qc!, kc!, vc!, sdpaBackend(qc!, device), { dropoutP: 0, label: `${label} attention` });
+  const out = scaledDotProductAttention(rt, qc!, kc!, vc!, sdpaBackend(qc!.dtype, heads, heads, device), { dropoutP: 0, label: `${label} attention` });
   for (const t of [qc, kc, vc]) cuda.release(t);
   const flat = autograd.view('ViewBackward0', out, [l * b, e]);
   cuda.release(out);

@@ -62,7 +62,8 @@ export interface AttentionCall {
  */
 export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous'>): { q: boolean; k: boolean; v: boolean } {
   if (call.impl === 'eager') return { q: true, k: false, v: true };
-  const backend = sdpaBackend({ dtype: q.dtype } as Tensor, call.device);
+  // which backend handles the heads does not matter here, only whether it is memory-efficient attention
+  const backend = q.dtype === 'float16' || q.dtype === 'bfloat16' ? sdpaBackend(q.dtype, 1, 1, call.device) : 'efficient';
   const kv = backend !== 'efficient' && call.kvContiguous;
   return { q: false, k: kv, v: kv };
 }
@@ -78,7 +79,7 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   if (call.impl === 'sdpa') {
     // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
     const [qc, kc, vc] = castLower(rt, [q, k, v], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
-    const backend = sdpaBackend(qc!, call.device, kc!.shape[1]);
+    const backend = sdpaBackend(qc!.dtype, qc!.shape[1]!, kc!.shape[1]!, call.device);
     const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label });
     for (const x of [qc, kc, vc]) cuda.release(x);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);

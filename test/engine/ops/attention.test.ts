@@ -52,7 +52,7 @@ describe('cuDNN attention on the H100', () => {
       const q = leaf(c.heads, 'q');
       const k = leaf(c.kv_heads, 'k');
       const v = leaf(c.kv_heads, 'v');
-      expect(sdpaBackend(q, { computeCapability: [9, 0] })).toBe('cudnn');
+      expect(sdpaBackend(q.dtype, c.heads, c.kv_heads, { computeCapability: [9, 0] })).toBe('cudnn');
       sizes.length = 0;
       const out = scaledDotProductAttention(rt, q, k, v, 'cudnn', { dropoutP: c.dropout, label: 'attention' });
       expect(sizes).toEqual(p.forward_allocs);
