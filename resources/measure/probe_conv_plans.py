@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from probe_workspaces import CONVS, DTYPES
+from probe_workspaces import DTYPES, GRIDS
 
 MiB = 1 << 20
 
@@ -53,19 +53,20 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--batches", default="16,32,64,96,128,192,256", help="a list, or a range like 8-256")
     ap.add_argument("--dtypes", default=",".join(DTYPES))
+    ap.add_argument("--grid", default="torchvision", choices=sorted(GRIDS))
     ap.add_argument("--time-budget", type=float, default=420)
     args = ap.parse_args()
     start = time.time()
     total = torch.cuda.get_device_properties(0).total_memory
     results = []
     if "-" in args.batches:
-        lo, hi = (int(x) for x in args.batches.split("-"))
-        batches = list(range(lo, hi + 1))
+        lo, hi, *step = (int(x) for x in args.batches.replace(":", "-").split("-"))
+        batches = list(range(lo, hi + 1, step[0] if step else 1))
     else:
         batches = [int(b) for b in args.batches.split(",")]
     for dtype_name in args.dtypes.split(","):
         dtype = DTYPES[dtype_name]
-        for cin, cout, k, s, p, hw, input_grad in CONVS:
+        for cin, cout, k, s, p, hw, input_grad in GRIDS[args.grid]:
             for batch in batches:
                 if time.time() - start > args.time_budget:
                     break
@@ -102,7 +103,7 @@ def main():
     torch.cuda.set_per_process_memory_fraction(1.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"conv-plans-{args.dtypes.replace(',', '-')}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "convs": results, "seconds": round(time.time() - start, 1)}))
+    (out / f"conv-plans-{args.grid}-{args.dtypes.replace(',', '-')}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "convs": results, "seconds": round(time.time() - start, 1)}))
     print(len(results), "convolutions in", round(time.time() - start, 1), "s")
 
 

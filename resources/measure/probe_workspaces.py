@@ -57,6 +57,26 @@ CONVS = sorted(
     }
 )
 
+def small_image_convs():
+    """Convolutions people write in their own convnets (memplan's layer lists) at 32 to 256 px: a 3-channel
+    stem, same-width 3x3 convs, and the 3x3 / 1x1 convs that double the width (strides 1 and 2)."""
+    out = set()
+    for size, widest in ((32, 512), (64, 256), (128, 128), (256, 64)):
+        for c in (16, 32, 64):
+            out.add((3, c, 3, 1, 1, size, False))
+        for c in (16, 32, 64, 128, 256, 512):
+            if c <= widest:
+                out.add((c, c, 3, 1, 1, size, True))
+        for c in (16, 32, 64, 128, 256):
+            if c <= widest:
+                out.add((c, 2 * c, 3, 2, 1, size, True))
+                out.add((c, 2 * c, 3, 1, 1, size, True))
+                out.add((c, 2 * c, 1, 2, 0, size, True))
+    return sorted(out)
+
+
+GRIDS = {"torchvision": CONVS, "small-images": small_image_convs()}
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 # (B, Hq, Hkv, L, D, dtype, causal, dropout)
@@ -174,6 +194,7 @@ def main():
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="which of float32,float16,bfloat16")
     ap.add_argument("--no-attention", action="store_true")
     ap.add_argument("--no-conv", action="store_true")
+    ap.add_argument("--grid", default="torchvision", choices=sorted(GRIDS), help="which convolutions")
     ap.add_argument("--attention-backends", default="", help="also force these SDPBackend names, e.g. FLASH_ATTENTION,EFFICIENT_ATTENTION,MATH")
     ap.add_argument("--time-budget", type=float, default=480)
     args = ap.parse_args()
@@ -206,7 +227,7 @@ def main():
                 data["attention"].append({"case": list(case), "backend": backend, "error": repr(error)[:300]})
             torch.cuda.empty_cache()
     for dtype_name, dtype in dtypes.items():
-        for cfg in [] if args.no_conv else CONVS:
+        for cfg in [] if args.no_conv else GRIDS[args.grid]:
             for batch in batches:
                 if time.time() - start > args.time_budget:
                     data["truncated"] = True
@@ -221,7 +242,7 @@ def main():
     data["seconds"] = round(time.time() - start, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"workspaces-{'-'.join(dtypes)}.json").write_text(json.dumps(data))
+    (out / f"workspaces-{args.grid}-{'-'.join(dtypes)}.json").write_text(json.dumps(data))
     print(f"{len(data['conv'])} conv probes, {len(data['attention'])} attention probes in {data['seconds']} s")
 
 

@@ -109,6 +109,7 @@ describe('the largest batch against real searches', () => {
       ['qwen2_5_0_5b_bf16_seq512.maxbatch.json', 7],
       ['bert_base_amp_bf16_seq256.maxbatch.json', 21],
       ['vit_b_16_amp_bf16_expandable.maxbatch.json', 72],
+      ['layers_convnet_fp32_adam_128px.maxbatch.json', 43],
     ] as const) {
       const m = JSON.parse(readFileSync(new URL(file, searchDir), 'utf8')) as Measured & { max_batch: number };
       expect(m.max_batch).toBe(expected);
