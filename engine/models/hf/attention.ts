@@ -50,6 +50,8 @@ export interface AttentionCall {
   kvContiguous: boolean;
   /** Softmax in fp32 then cast back (Llama-family eager attention), rather than in the scores' dtype. */
   softmaxFp32: boolean;
+  /** Fewer key/value heads than query heads (SDPA gets `enable_gqa=True`). */
+  gqa?: boolean;
   label: string;
 }
 
@@ -60,10 +62,11 @@ export interface AttentionCall {
  * are [B, H, T, D] copies when the cache made them; memory-efficient attention makes all three [B, T, H, D].
  * Measured on the H100 (gpt2_small_fp32_eager_adam, gpt2_small_amp_bf16_adamw).
  */
-export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous'>): { q: boolean; k: boolean; v: boolean } {
+export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous' | 'gqa'>): { q: boolean; k: boolean; v: boolean } {
   if (call.impl === 'eager') return { q: true, k: false, v: true };
-  // which backend handles the heads does not matter here, only whether it is memory-efficient attention
-  const backend = q.dtype === 'float16' || q.dtype === 'bfloat16' ? sdpaBackend(q.dtype, 1, 1, call.device) : 'efficient';
+  const backend = sdpaBackend(q.dtype, 2, call.gqa ? 1 : 2, call.device);
+  // the math backend's gradients are [B, H, T, D] (scaling multiplications, sums of the repeats)
+  if (backend === 'math') return { q: true, k: true, v: true };
   const kv = backend !== 'efficient' && call.kvContiguous;
   return { q: false, k: kv, v: kv };
 }
@@ -80,11 +83,14 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
     const [qc, kc, vc] = castLower(rt, [q, k, v], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
     const backend = sdpaBackend(qc!.dtype, qc!.shape[1]!, kc!.shape[1]!, call.device);
-    const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label });
+    // the math backend reshapes what is not in [B, H, T, D] memory: the cache's copies are
+    const headMajor = { q: false, k: call.kvContiguous, v: call.kvContiguous };
+    const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label, headMajor });
     for (const x of [qc, kc, vc]) cuda.release(x);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
     cuda.release(out);
-    const merged = autograd.view('ViewBackward0', transposed, [b, t, h * d]);
+    // `.transpose(1, 2).contiguous()`: only the math backend's output is in [B, H, T, D] memory, and copies
+    const merged = backend === 'math' ? copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`) : autograd.view('ViewBackward0', transposed, [b, t, h * d]);
     cuda.release(transposed);
     return { out: merged, weights: null };
   }

@@ -40,6 +40,9 @@ describe('presets', () => {
       expect(r.oom).toBeNull();
       expect(r.peakAllocatedBytes).toBeGreaterThan(r.parameterBytes);
       if (PUBLISHED[name]) expect(r.parameterCount).toBe(PUBLISHED[name]);
+      // and with the plan's defaults (fp32: grouped-query attention then runs SDPA's math backend)
+      const defaults = plan(name, { steps: 1, precision: 'fp32' });
+      expect(simulate(defaults, { device: planGpu(defaults), untilSteady: false, timelinePoints: 0 }).oom).toBeNull();
     });
   }
 
