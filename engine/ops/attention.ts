@@ -7,13 +7,15 @@
  * - fp16/bf16 on compute capability 9.x/10.x with cuDNN newer than 9.15 (PyTorch's CUDA 13 wheels ship 9.19):
  *   cuDNN attention first (`check_prefer_cudnn_attention`). Measured on the H100 with C++ stacks: GPT-2's
  *   attention, dropout 0.1, runs ScaledDotProductCudnnAttentionBackward0 (test/fixtures/probes).
- * - fp16/bf16 elsewhere: flash attention.
- * - fp32: memory-efficient attention (flash and cuDNN take half types only).
+ * - fp16/bf16 elsewhere (and on AMD GPUs): flash attention.
+ * - fp32: memory-efficient attention (flash and cuDNN take half types only); with fewer key/value heads the math
+ *   backend (memory-efficient attention has no grouped-query kernel).
  *
- * Memory layout: every output here is allocated in [B, L, H, D] order (cuDNN and flash follow the query's
- * memory order, which is that for a query made by `.view(B, L, H, D).transpose(1, 2)` and for elementwise ops on
- * it; memory-efficient attention always allocates [B, L, H, D]). So Hugging Face's
- * `out.transpose(1, 2).contiguous()` copies nothing and the gradient arrives in the output's order.
+ * Memory layout: the fused backends allocate their output in [B, L, H, D] order (cuDNN and flash follow the
+ * query's memory order, which is that for a query made by `.view(B, L, H, D).transpose(1, 2)` and for elementwise
+ * ops on it; memory-efficient attention always allocates [B, L, H, D]). So Hugging Face's
+ * `out.transpose(1, 2).contiguous()` copies nothing and the gradient arrives in the output's order. The math
+ * backend's output is a bmm's, [B, H, L, D]: that `.contiguous()` copies.
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
