@@ -73,6 +73,7 @@ export const trainingSchema = z.strictObject({
     .transform((v) => (v === true ? 'non_reentrant' : v)),
   attention: z.enum(['sdpa', 'eager']).default('sdpa'),
   steps: positiveInt.max(20).default(3),
+  grad_scaler_skipped_steps: nonNegativeInt.default(0),
 });
 
 export const gpuSchema = z.union([

@@ -40,8 +40,11 @@ export class GradScaler {
     cuda.release(invScaleCopy);
   }
 
-  /** `scaler.step(optimizer)`. */
-  step(rt: Runtime, optimizer: Optimizer): void {
+  /**
+   * `scaler.step(optimizer)`. `overflowed`: the gradients held an inf or nan. A fused optimizer gets found_inf and
+   * skips its update itself (its state is still made); otherwise `optimizer.step()` is not called at all.
+   */
+  step(rt: Runtime, optimizer: Optimizer, overflowed = false): void {
     const { cuda } = rt;
     if (optimizer.supportsAmpScaling) {
       const foundInf = cuda.empty([], 'float32', 'found_inf', 'temporary');
@@ -65,7 +68,7 @@ export class GradScaler {
     this.unscaleGrads(rt);
     cuda.release(invScale);
     cuda.release(foundInf);
-    optimizer.step();
+    if (!overflowed) optimizer.step();
   }
 
   /** `scaler.update()`: `_amp_update_scale_` works in place; the per-optimizer state is reset. */

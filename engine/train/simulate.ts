@@ -218,7 +218,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
       }
       cuda.phase = 'optimizer';
       if (scaler) {
-        scaler.step(rt, optimizer);
+        // the first grad_scaler_skipped_steps steps overflowed (their data's business): GradScaler skips them
+        scaler.step(rt, optimizer, step <= t.grad_scaler_skipped_steps);
         scaler.update(rt);
       } else {
         optimizer.step();

@@ -34,9 +34,13 @@ describe('fits or not, at the boundary', () => {
   it('has the recorded runs', () => expect(boundary.length).toBeGreaterThanOrEqual(10));
   for (const file of boundary) {
     it(file, () => {
-      const m = JSON.parse(readFileSync(new URL(file, boundaryDir), 'utf8')) as Measured;
-      const plan = cappedPlan(m);
-      // Like with like: the steps the recording ran (a recording of 3 steps says nothing of step 4).
+      const m = JSON.parse(readFileSync(new URL(file, boundaryDir), 'utf8')) as Measured & { steps?: { skipped?: boolean }[] };
+      const capped = cappedPlan(m);
+      // Like with like: GradScaler skipped the steps the recording says it skipped (its random data overflowed)
+      const skipped = (m.steps ?? []).findIndex((s) => !s.skipped);
+      const leading = skipped === -1 ? (m.steps ?? []).length : skipped;
+      const plan = { ...capped, training: { ...capped.training, grad_scaler_skipped_steps: leading } };
+      // and the steps the recording ran (a recording of 3 steps says nothing of step 4).
       const r = simulate(plan, { device: planGpu(parsePlan(m.plan)), untilSteady: false });
       const predicted = r.oom === null ? 'ok' : 'oom';
       // Never promise a batch that runs out of memory.
@@ -95,6 +99,21 @@ describe('the largest batch against real searches', () => {
       expect(r.trials.some((t) => t.batch === r.maxBatch + 1 && !t.fits)).toBe(true);
     });
   }
+
+  it('finds the real ResNet-50 AMP fp16 search, trial for trial, once GradScaler skips the steps it skipped', () => {
+    // A fresh recording at the real search's answer (88) shows GradScaler skipped all 3 steps on its random data
+    // (scale 65536 to 8192), so SGD never made its momentum buffers.
+    const fresh = JSON.parse(readFileSync(new URL('resnet50_amp_fp16_cap4g_b88_fresh.json', boundaryDir), 'utf8')) as { steps: { skipped: boolean }[] };
+    expect(fresh.steps.map((s) => s.skipped)).toEqual([true, true, true]);
+    const m = JSON.parse(readFileSync(new URL('resnet50_amp_fp16_224.maxbatch.json', searchDir), 'utf8')) as Measured & { max_batch: number; trials: { batch: number; fits: boolean }[] };
+    const plan = cappedPlan(m);
+    const skipping = findMaxBatch({ ...plan, training: { ...plan.training, grad_scaler_skipped_steps: 3 } }, { device: planGpu(parsePlan(m.plan)), untilSteady: false });
+    expect(skipping.maxBatch).toBe(m.max_batch);
+    const outcome = new Map(skipping.trials.map((t) => [t.batch, t.fits]));
+    for (const t of m.trials) expect(outcome.get(t.batch), `batch ${t.batch}`).toBe(t.fits);
+    // Steps that update (what a real run reaches once its scale settles) hold SGD's momentum buffers: fewer fit.
+    expect(findMaxBatch(plan, { device: planGpu(parsePlan(m.plan)), untilSteady: false }).maxBatch).toBeLessThan(m.max_batch);
+  });
 
   it('finds exactly the batch the real search found', () => {
     for (const [file, expected] of [
