@@ -1,12 +1,11 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
 import { InputError } from '../../engine/errors.ts';
 import { formatSize } from '../../engine/allocator/format.ts';
-import { findGpu } from '../../engine/gpu/catalog.ts';
 import { DEFAULT_SAFETY_MARGIN, findMaxBatch } from '../../engine/search/max-batch.ts';
 import { advise } from '../../engine/search/advice.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
 import { readPlanFile } from '../files.ts';
-import { deviceFor, gpuCatalog, planGpu } from '../gpus.ts';
+import { planGpu } from '../gpus.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [--gpu NAME | --memory-limit-bytes N] [options]
 
@@ -33,9 +32,9 @@ async function run(args: string[]): Promise<void> {
   const gpuName = values.gpu as string | undefined;
   const limit = parseByteCount('--memory-limit-bytes', values['memory-limit-bytes'] as string | undefined);
   if (gpuName !== undefined && limit !== undefined) throw new InputError('memplan max-batch', 'give --gpu or --memory-limit-bytes, not both');
-  const device = gpuName !== undefined ? deviceFor(findGpu(gpuCatalog(), gpuName)) : planGpu(plan);
   if (gpuName !== undefined) plan = { ...plan, gpu: { name: gpuName } };
   if (limit !== undefined) plan = { ...plan, gpu: { memory_limit_bytes: limit } };
+  const device = planGpu(plan);
   const marginText = values['safety-margin'] as string | undefined;
   const safetyMargin = marginText === undefined ? undefined : Number(marginText);
   if (safetyMargin !== undefined && !(safetyMargin >= 0 && safetyMargin < 1)) {

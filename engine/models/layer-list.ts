@@ -304,9 +304,7 @@ export function layerListModel(
     description: `layer list of ${parameters.length} parameter tensors`,
     parameters,
     optimizerOrder: order.some((n, i) => n !== parameters[i]!.name) ? order : undefined,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs(rt, batch) {
       const x = tokenIds ? rt.cuda.empty([batch, ...inputShape], 'int64', 'input ids x', 'input') : rt.cuda.empty([batch, ...inputShape], dtype, 'input x', 'input');
       const y = rt.cuda.empty([batch, ...labelShape], 'int64', 'labels y', 'input');

@@ -24,8 +24,8 @@ export interface TrainableModel {
    * walks modules in pre-order, a module's own parameters before its children's (the optimizer's order).
    */
   optimizerOrder?: string[];
-  /** Called once per parameter or buffer when it reaches the GPU. */
-  bindParameter(name: string, tensor: Tensor): void;
+  /** Each parameter's and buffer's tensor by name, filled as they reach the GPU; the forward reads it. */
+  readonly tensors: Map<string, Tensor>;
   /** One micro-batch created on the GPU, in creation order. */
   makeInputs(rt: Runtime, batch: number): Tensor[];
   /** Forward and loss (the caller owns the returned loss; every intermediate is released or saved by autograd). */

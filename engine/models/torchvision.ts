@@ -133,9 +133,7 @@ function resnet(bottleneck: boolean, layers: readonly number[], options: VisionO
   return {
     description: `ResNet (${layers.join('-')} ${bottleneck ? 'bottleneck' : 'basic'} blocks, ${options.numClasses} classes)`,
     parameters: params,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs(rt, batch) {
       const x = rt.cuda.empty([batch, 3, options.imageSize, options.imageSize], dtype, 'images x', 'input');
       const y = rt.cuda.empty([batch], 'int64', 'labels y', 'input');

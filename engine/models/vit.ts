@@ -107,9 +107,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
     description: `Vision Transformer ${name} (${arch.layers} layers, hidden ${e}, ${seq} tokens, ${options.numClasses} classes)`,
     parameters: params,
     optimizerOrder: named,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs(rt, batch) {
       const x = rt.cuda.empty([batch, 3, imageSize, imageSize], dtype, 'images x', 'input');
       const y = rt.cuda.empty([batch], 'int64', 'labels y', 'input');

@@ -19,6 +19,7 @@
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { mulScalar } from './elementwise.ts';
 import { matmul } from './matmul.ts';
 import { dropout } from './pointwise.ts';
 import type { Runtime } from './runtime.ts';
@@ -210,7 +211,7 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
   const s = k.shape[2]!;
   // merging B and H for bmm is a view when the memory is [B, H, ...] or there is one batch
   const mergeable = (headOrder: boolean) => headOrder || b === 1;
-  const qs = mulByScalar(rt, q, `${label} q * sqrt(scale)`);
+  const qs = mulScalar(rt, q, `${label} q * sqrt(scale)`);
   let mask: Tensor | null = null;
   if (causal) {
     const ones = cuda.empty([l, s], 'bool', `${label} ones(L, S)`, 'temporary');
@@ -224,10 +225,10 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
     cuda.release(tril);
   }
   const gqa = hk !== h;
-  const kRep = gqa ? repeatInterleave(rt, k, h, `${label} key`) : cuda.ref(k);
-  const vRep = gqa ? repeatInterleave(rt, v, h, `${label} value`) : cuda.ref(v);
+  const kRep = gqa ? repeatHeads(rt, k, h, `${label} key`) : cuda.ref(k);
+  const vRep = gqa ? repeatHeads(rt, v, h, `${label} value`) : cuda.ref(v);
   const kT = autograd.view('TransposeBackward0', kRep, [b, h, d, s]);
-  const kTs = mulByScalar(rt, kT, `${label} k^T * sqrt(scale)`);
+  const kTs = mulScalar(rt, kT, `${label} k^T * sqrt(scale)`);
   cuda.release(kT);
   const scores = matmul(rt, qs, kTs, { aContiguous: mergeable(headMajor.q), bContiguous: gqa || mergeable(headMajor.k) }, `${label} q @ k^T`);
   cuda.release(kTs);
@@ -247,19 +248,14 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
   return out;
 }
 
-/** `t * scalar` (MulBackward1): the gradient is `grad * scalar`. */
-function mulByScalar(rt: Runtime, t: Tensor, label: string): Tensor {
+/**
+ * `t.repeat_interleave(heads / t.heads, dim=-3)` (and transformers' `repeat_kv`, the same memory): a contiguous
+ * [B, heads, T, D] copy; ExpandBackward0 sums the repeats back to t's shape.
+ */
+export function repeatHeads(rt: Runtime, t: Tensor, heads: number, label: string): Tensor {
   const { cuda, autograd } = rt;
-  const out = cuda.empty(t.shape, t.dtype, label, 'activation');
-  autograd.record('MulBackward1', [t], [out], [], ([grad]) => [grad ? cuda.empty(grad.shape, grad.dtype, `grad of ${label}`) : null]);
-  return out;
-}
-
-/** `t.repeat_interleave(heads / t.heads, dim=-3)`: a contiguous copy; backward sums the repeats. */
-function repeatInterleave(rt: Runtime, t: Tensor, heads: number, label: string): Tensor {
-  const { cuda, autograd } = rt;
-  const out = cuda.empty([t.shape[0]!, heads, t.shape[2]!, t.shape[3]!], t.dtype, `${label} repeat_interleave`, 'activation');
-  autograd.record('ExpandBackward0', [t], [out], [], ([grad]) => [grad ? cuda.empty(t.shape, grad.dtype, `grad of ${label} (repeats summed)`) : null]);
+  const out = cuda.empty([t.shape[0]!, heads, t.shape[2]!, t.shape[3]!], t.dtype, `${label} repeated`, 'activation');
+  autograd.record('ExpandBackward0', [t], [out], [], ([grad]) => [grad ? cuda.sumTo(grad, t.shape, `grad of ${label} (repeats summed)`) : null]);
   return out;
 }
 

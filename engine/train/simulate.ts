@@ -164,7 +164,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     for (const p of model.parameters) {
       const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter'); // buffers count with the parameters
       if (!p.buffer) params.push(new Parameter(p.name, tensor, cuda));
-      model.bindParameter(p.name, tensor);
+      model.tensors.set(p.name, tensor);
     }
     const order = model.optimizerOrder;
     const byName = new Map(params.map((p) => [p.name, p]));

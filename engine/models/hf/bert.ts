@@ -119,9 +119,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     description: `BERT masked LM (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     optimizerOrder,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;

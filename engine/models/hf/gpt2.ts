@@ -136,9 +136,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   return {
     description: `GPT-2 (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
     parameters: params,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;

@@ -8,6 +8,7 @@
  * no_grad, cast to the hidden states' dtype), the layers, the final norm, lm_head and ForCausalLMLoss.
  */
 import { InputError } from '../../errors.ts';
+import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, neg, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
 import { linear } from '../../ops/linear.ts';
@@ -150,8 +151,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
     if (options.attention === 'eager' && cfg.kvHeads !== cfg.heads) {
       // eager_attention_forward's repeat_kv: expand then reshape, a copy [B, H, T, D] (its own locals: the
       // caller's k and v live on until LlamaAttention.forward returns)
-      const rk = repeatKv(rt, k, cfg.heads, `${a} key`);
-      const rv = repeatKv(rt, v, cfg.heads, `${a} value`);
+      const rk = repeatHeads(rt, k, cfg.heads, `${a} key`);
+      const rv = repeatHeads(rt, v, cfg.heads, `${a} value`);
       merged = attend(rt, q, rk, rv, { ...call, kvContiguous: true });
       cuda.release(rv);
       cuda.release(rk);
@@ -230,9 +231,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
   return {
     description: `${cfg.modelType} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
     parameters: params,
-    bindParameter(name, tensor) {
-      weights.set(name, tensor);
-    },
+    tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {
       const { cuda } = rt;
@@ -264,15 +263,5 @@ function sliceView(rt: Runtime, x: Tensor, shape: readonly number[], label: stri
   const { cuda, autograd } = rt;
   const out = cuda.view(x, shape);
   autograd.record('SliceBackward0', [x], [out], [], ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
-  return out;
-}
-
-/** `repeat_kv`: `x[:, :, None].expand(B, Hkv, n_rep, T, D).reshape(B, H, T, D)`, a copy. */
-function repeatKv(rt: Runtime, x: Tensor, heads: number, label: string): Tensor {
-  const { cuda, autograd } = rt;
-  const [b, , t, d] = x.shape as [number, number, number, number];
-  const out = cuda.empty([b, heads, t, d], x.dtype, `${label} repeat_kv`, 'activation');
-  // expand's backward sums the repeats: the gradient of x
-  autograd.record('ExpandBackward0', [x], [out], [], ([grad]) => [grad ? cuda.sumTo(grad, x.shape, `grad of ${label} repeat_kv`) : null]);
   return out;
 }
