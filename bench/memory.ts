@@ -18,6 +18,6 @@ const baseline = process.memoryUsage().rss;
 const result = simulate(plan, { device });
 const peak = process.resourceUsage().maxRSS * 1024;
 console.log(
-  `engine memory for Llama 2 70B (${result.steps.length} steps, ${result.timeline.length} timeline points kept): ` +
+  `engine memory for Llama 2 70B (${result.steps.length} steps, ${result.timeline.event.length} timeline points kept): ` +
     `${((peak - baseline) / 2 ** 20).toFixed(0)} MB above the ${(baseline / 2 ** 20).toFixed(0)} MB of a Node process with the engine loaded (target < 200 MB); peak RSS ${(peak / 2 ** 20).toFixed(0)} MB`,
 );

@@ -79,10 +79,10 @@ simulate(big, { device }); // warm up
 let t0 = performance.now();
 const result = simulate(big, { device });
 const simulateMs = performance.now() - t0;
-console.log(`simulate a ${(result.parameterCount / 1e9).toFixed(1)}B-parameter layer list, ${result.steps.length} steps (to steady state): ${simulateMs.toFixed(0)} ms`);
+console.log(`simulate a ${(result.model.parameter_count / 1e9).toFixed(1)}B-parameter layer list, ${result.steps.length} steps (to steady state): ${simulateMs.toFixed(0)} ms`);
 t0 = performance.now();
 const search = findMaxBatch(big, { device });
-console.log(`max-batch search on it (H200): ${(performance.now() - t0).toFixed(0)} ms over ${search.trials.length} trials (max batch ${search.maxBatch})`);
+console.log(`max-batch search on it (H200): ${(performance.now() - t0).toFixed(0)} ms over ${search.trials.length} trials (max batch ${search.max_batch})`);
 console.log(`process peak memory (max RSS, everything above included): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
 
 // The issue's targets on real architectures: GPT-2 XL (all steps to steady state, and the whole search on an
@@ -105,15 +105,15 @@ const xlResult = simulate(xl, { device: xlDevice });
 console.log(`simulate GPT-2 XL (batch 4, seq 1024, AMP bf16, AdamW), ${xlResult.steps.length} steps, full result: median ${median(9, () => simulate(xl, { device: xlDevice })).toFixed(0)} ms of 9 (target < 50)`);
 t0 = performance.now();
 const xlSearch = findMaxBatch(xl, { device: xlDevice });
-console.log(`max-batch search, GPT-2 XL on an H100: ${(performance.now() - t0).toFixed(0)} ms over ${xlSearch.trials.length} trials (max batch ${xlSearch.maxBatch}; target < 1000)`);
+console.log(`max-batch search, GPT-2 XL on an H100: ${(performance.now() - t0).toFixed(0)} ms over ${xlSearch.trials.length} trials (max batch ${xlSearch.max_batch}; target < 1000)`);
 const llama70 = presetPlan('llama-2-70b', { batch_size: 1, seq_len: 2048, precision: 'bf16', activation_checkpointing: true }, { memory_limit_bytes: 2 * 2 ** 40 });
 const llamaDevice = planGpu(llama70);
 const rssBefore = process.memoryUsage().rss;
 const llamaResult = simulate(llama70, { device: llamaDevice });
-console.log(`simulate Llama 2 70B (bf16, batch 1, seq 2048, checkpointing), ${llamaResult.steps.length} steps: median ${median(5, () => simulate(llama70, { device: llamaDevice })).toFixed(0)} ms of 5 (target < 300); peak ${(llamaResult.peakAllocatedBytes / 2 ** 30).toFixed(0)} GiB`);
+console.log(`simulate Llama 2 70B (bf16, batch 1, seq 2048, checkpointing), ${llamaResult.steps.length} steps: median ${median(5, () => simulate(llama70, { device: llamaDevice })).toFixed(0)} ms of 5 (target < 300); peak ${(llamaResult.peak_allocated_bytes / 2 ** 30).toFixed(0)} GiB`);
 t0 = performance.now();
 const llamaSearch = findMaxBatch(llama70, { device: llamaDevice });
-console.log(`max-batch search, Llama 2 70B on a 2 TiB custom GPU: ${(performance.now() - t0).toFixed(0)} ms over ${llamaSearch.trials.length} trials (max batch ${llamaSearch.maxBatch}; target < 3000)`);
+console.log(`max-batch search, Llama 2 70B on a 2 TiB custom GPU: ${(performance.now() - t0).toFixed(0)} ms over ${llamaSearch.trials.length} trials (max batch ${llamaSearch.max_batch}; target < 3000)`);
 console.log(`resident memory grew by ${((process.memoryUsage().rss - rssBefore) / 2 ** 20).toFixed(0)} MB during the 70B runs; process peak (max RSS) ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
 
 // The engine's own memory, measured in a fresh process (this one has held snapshots and other models).

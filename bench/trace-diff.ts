@@ -20,7 +20,7 @@ const real = parseSnapshot(readPickle(maybeGunzip(readFileSync(pickleFile)))).tr
 const sim: { action: string; size: number; addr: number }[] = [];
 const plan = parsePlan(meta.cap?.allowed_bytes ? { ...meta.plan, gpu: { memory_limit_bytes: meta.cap.allowed_bytes } } : meta.plan);
 const res = simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => sim.push({ action, size, addr }) });
-console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peakAllocatedBytes, res.peakReservedBytes);
+console.log('real peak', meta.peak_allocated_bytes, meta.peak_reserved_bytes, ' sim', res.peak_allocated_bytes, res.peak_reserved_bytes);
 // NO_OOM=1 leaves out `oom` entries: PyTorch retries a failed cuDNN plan a varying number of times, which changes
 // nothing in the allocator
 const dropOom = (t: string[]) => (process.env.NO_OOM ? t.filter((e) => !e.startsWith('oom')) : t);

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { InputError } from '../engine/errors.ts';
-import { parsePlanText } from '../engine/plan/parse.ts';
-import type { Plan } from '../engine/plan/schema.ts';
+import { InputError, parsePlanText, type Plan } from '../engine/index.ts';
+import { gpuCatalog } from './gpus.ts';
 
 /** Reads a file the user named; a missing or unreadable file is their mistake (exit 2), not a crash. */
 export function readUserFile(path: string): Uint8Array {
@@ -16,5 +15,5 @@ export function readUserFile(path: string): Uint8Array {
 
 /** A plan file the user named, read and checked (docs/plan-format.md). */
 export function readPlanFile(path: string): Plan {
-  return parsePlanText(new TextDecoder().decode(readUserFile(path)), path);
+  return parsePlanText(new TextDecoder().decode(readUserFile(path)), path, { catalog: gpuCatalog() });
 }

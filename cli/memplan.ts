@@ -4,7 +4,7 @@
  * Exit codes: 0 success, 2 bad input (one line naming what is wrong, no stack trace), 1 an internal error.
  */
 import packageJson from '../package.json' with { type: 'json' };
-import { InputError } from '../engine/errors.ts';
+import { InputError } from '../engine/index.ts';
 import { replayCommand } from './commands/replay.ts';
 import { simulateCommand } from './commands/simulate.ts';
 import { maxBatchCommand } from './commands/max-batch.ts';
@@ -63,7 +63,8 @@ try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
   if (error instanceof InputError) {
-    process.stderr.write(`memplan: ${error.message}\n`);
+    // one line per problem (a plan can have several)
+    process.stderr.write(error.message.split('\n').map((line) => `memplan: ${line}\n`).join(''));
     process.exitCode = 2;
   } else {
     process.stderr.write(`memplan: internal error: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);

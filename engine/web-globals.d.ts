@@ -7,3 +7,6 @@ declare class TextDecoder {
   constructor(label?: string, options?: { fatal?: boolean });
   decode(input?: Uint8Array): string;
 }
+
+/** The worker host yields to the event loop with it between trials, so a `cancel` message is seen. */
+declare function setTimeout(handler: () => void, timeout?: number): unknown;

@@ -1,29 +1,33 @@
 /** `memplan gpus`: the GPU catalog (resources/gpus.json): ids to use in plans and on the command line. */
-import { formatSize } from '../../engine/allocator/format.ts';
-import { memoryAvailableToPyTorch } from '../../engine/gpu/catalog.ts';
+import { DEFAULT_GPU, RESULT_SCHEMA_VERSION, formatSize, memoryAvailableToPyTorch, type GpuList } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { gpuCatalog } from '../gpus.ts';
 
 const usage = `Usage: memplan gpus [--json]
 
 Lists the GPUs memplan knows: the id to use as gpu.name (or --gpu), the name torch.cuda.get_device_name()
-prints, the memory PyTorch sees, and how much of it the allocator can use (less the CUDA context).`;
+prints, the memory PyTorch sees, and how much of it the allocator can use (less the CUDA context).
+--json prints one JSON object: {"kind": "gpus", "default_gpu": ..., "gpus": [...]}.`;
 
 function run(args: string[]): void {
   const { values } = parseCommandArgs('gpus', args, { json: { type: 'boolean', default: false } });
   const gpus = gpuCatalog().gpus;
   if (values.json) {
-    process.stdout.write(
-      JSON.stringify(
-        gpus.map((g) => ({
-          id: g.id,
-          name: g.name,
-          total_memory_bytes: g.total_memory_bytes,
-          available_to_pytorch_bytes: memoryAvailableToPyTorch(g),
-          total_memory_source: g.total_memory_source.kind,
-        })),
-      ) + '\n',
-    );
+    const list: GpuList = {
+      schema_version: RESULT_SCHEMA_VERSION,
+      kind: 'gpus',
+      default_gpu: DEFAULT_GPU,
+      gpus: gpus.map((g) => ({
+        id: g.id,
+        name: g.name,
+        aliases: g.aliases,
+        vendor: g.vendor,
+        total_memory_bytes: g.total_memory_bytes,
+        available_to_pytorch_bytes: memoryAvailableToPyTorch(g),
+        total_memory_source: g.total_memory_source.kind,
+      })),
+    };
+    process.stdout.write(JSON.stringify(list) + '\n');
     return;
   }
   const lines = gpus.map(

@@ -1,11 +1,9 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { InputError } from '../../engine/errors.ts';
-import { formatSize } from '../../engine/allocator/format.ts';
-import { DEFAULT_SAFETY_MARGIN, findMaxBatch } from '../../engine/search/max-batch.ts';
-import { advise } from '../../engine/search/advice.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, advise, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
 import { readPlanFile } from '../files.ts';
 import { planGpu } from '../gpus.ts';
+import { adviceChange, adviceCost, notApplicableText, recommendationText } from '../words.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [--gpu NAME | --memory-limit-bytes N] [options]
 
@@ -17,13 +15,46 @@ Options:
   --gpu NAME               a GPU of the catalog (id such as h100-sxm, or the name torch.cuda.get_device_name() prints)
   --memory-limit-bytes N   cap reserved memory at N bytes
   --safety-margin F        fraction of the cap the recommended batch leaves free (default ${DEFAULT_SAFETY_MARGIN})
-  --json                   print one JSON object`;
+  --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
+  --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
+                           advice under "advice"`;
+
+/** What `max-batch --json` prints: the result, with the advice beside it. */
+export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult };
+
+function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
+  const accumulation = r.grad_accumulation_steps;
+  const lines = [
+    `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
+    r.max_batch === 0
+      ? 'No batch fits: even batch 1 runs out of memory.'
+      : `Largest micro-batch that fits: ${r.max_batch}${accumulation > 1 ? ` (effective batch ${r.effective_batch} with ${accumulation} accumulation steps)` : ''}`,
+    recommendationText(r.recommendation, r.cap_bytes),
+    r.limited_by
+      ? `At its peak (step ${r.limited_by.step}, ${r.limited_by.phase}) memory holds: ${r.limited_by.largest.map((t) => `${t.label} ${formatSize(t.bytes)}`).join(', ')}`
+      : '',
+    '',
+    r.reached_upper_bound ? `The search stopped at its upper bound (${r.max_batch}): larger batches may fit too.` : '',
+    ...(advice.advice.length
+      ? [
+          'To fit a larger effective batch (each change simulated and searched on its own; effective batch = micro-batch x accumulation steps):',
+          ...advice.advice.map((a) => `  ${String(a.max_effective_batch ?? 0).padStart(9)}  ${adviceChange(a, 'batch')}: ${adviceCost(a.id, 'batch')}`),
+        ]
+      : []),
+    ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
+    '',
+    'Trials (batch: peak allocated / peak reserved):',
+    ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peak_allocated_bytes)} / ${formatSize(t.peak_reserved_bytes)}`),
+  ];
+  return lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n';
+}
 
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('max-batch', args, {
     gpu: { type: 'string' },
     'memory-limit-bytes': { type: 'string' },
     'safety-margin': { type: 'string' },
+    'multiple-of': { type: 'string' },
     json: { type: 'boolean', default: false },
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
@@ -40,53 +71,19 @@ async function run(args: string[]): Promise<void> {
   if (safetyMargin !== undefined && !(safetyMargin >= 0 && safetyMargin < 1)) {
     throw new InputError('--safety-margin', `expected a fraction from 0 to below 1, got "${marginText}"`);
   }
-  const r = findMaxBatch(plan, { device, safetyMargin });
-  const advice = advise({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.maxBatch) } }, { device, withMaxBatch: true });
+  const multipleText = values['multiple-of'] as string | undefined;
+  const multipleOf = multipleText === undefined ? undefined : Number(multipleText);
+  if (multipleOf !== undefined && !(Number.isInteger(multipleOf) && multipleOf > 0)) {
+    throw new InputError('--multiple-of', `expected a positive whole number, got "${multipleText}"`);
+  }
+  const r = findMaxBatch(plan, { device, safetyMargin, multipleOf });
+  const advice = advise(plan, { device, goal: 'batch', maxBatch: r });
   if (values.json) {
-    process.stdout.write(
-      JSON.stringify({
-        plan: plan.name || file,
-        gpu: device.name,
-        cap_bytes: r.capBytes,
-        max_batch: r.maxBatch,
-        effective_batch: r.effectiveBatch,
-        recommended_batch: r.recommendedBatch,
-        safety_margin: r.safetyMargin,
-        limited_by: r.limitedBy,
-        reached_upper_bound: r.reachedUpperBound,
-        advice: advice.map((a) => ({ id: a.id, change: a.change, cost: a.cost, max_batch: a.maxBatch, effective_batch: a.effectiveBatch })),
-        trials: r.trials.map((t) => ({
-          batch: t.batch,
-          fits: t.fits,
-          peak_allocated_bytes: t.peakAllocatedBytes,
-          peak_reserved_bytes: t.peakReservedBytes,
-          oom: t.oom,
-        })),
-      }) + '\n',
-    );
+    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice };
+    process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  const accumulation = plan.training.grad_accumulation_steps;
-  const lines = [
-    `${plan.name || file} on ${device.name}, cap ${formatSize(r.capBytes)}`,
-    r.maxBatch === 0
-      ? 'No batch fits: even batch 1 runs out of memory.'
-      : `Largest micro-batch that fits: ${r.maxBatch}${accumulation > 1 ? ` (effective batch ${r.effectiveBatch} with ${accumulation} accumulation steps)` : ''}`,
-    `Recommended: ${r.recommendedBatch} (keeps ${Math.round(r.safetyMargin * 100)}% of the cap free for what the plan does not describe)`,
-    r.limitedBy
-      ? `At its peak (step ${r.limitedBy.step}, ${r.limitedBy.phase}) memory holds: ${r.limitedBy.largest.map((t) => `${t.label} ${formatSize(t.bytes)}`).join(', ')}`
-      : '',
-    '',
-    r.reachedUpperBound ? `The search stopped at its upper bound (${r.maxBatch}): larger batches may fit too.` : '',
-    'To fit a larger batch (each change simulated on its own; effective batch = micro-batch x accumulation steps):',
-    ...[...advice]
-      .sort((a, b) => (b.effectiveBatch ?? 0) - (a.effectiveBatch ?? 0))
-      .map((a) => `  ${String(a.effectiveBatch ?? 0).padStart(9)}  ${a.change}: ${a.cost}`),
-    '',
-    'Trials (batch: peak allocated / peak reserved):',
-    ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peakAllocatedBytes)} / ${formatSize(t.peakReservedBytes)}`),
-  ];
-  process.stdout.write(lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n');
+  process.stdout.write(text(file, r, advice));
 }
 
 export const maxBatchCommand = {

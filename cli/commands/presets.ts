@@ -1,11 +1,12 @@
 /** `memplan presets`: the model presets a plan can name as `{"preset": "..."}`. */
-import { PRESETS } from '../../engine/models/presets.ts';
+import { PRESETS, RESULT_SCHEMA_VERSION, type PresetList } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 
 const usage = `Usage: memplan presets [--json]
 
 Lists the model presets: use one in a plan as "model": {"preset": "llama-3-8b"}. Hugging Face presets are the
-models' published config.json; torchvision presets are torchvision.models' constructors.`;
+models' published config.json; torchvision presets are torchvision.models' constructors.
+--json prints one JSON object: {"kind": "presets", "presets": [...]}.`;
 
 function run(args: string[]): void {
   const { values } = parseCommandArgs('presets', args, { json: { type: 'boolean', default: false } });
@@ -16,7 +17,8 @@ function run(args: string[]): void {
     source: p.kind === 'hf' ? `huggingface.co/${p.source}` : `torchvision.models.${p.name}`,
   }));
   if (values.json) {
-    process.stdout.write(JSON.stringify(rows) + '\n');
+    const list: PresetList = { schema_version: RESULT_SCHEMA_VERSION, kind: 'presets', presets: rows };
+    process.stdout.write(JSON.stringify(list) + '\n');
     return;
   }
   const lines = rows.map((r) => `${r.id.padEnd(16)} ${r.family.padEnd(8)} ${r.parameters.padStart(6)}  ${r.source}`);

@@ -2,14 +2,9 @@
  * `memplan replay FILE`: replay a PyTorch memory snapshot through the simulated allocator, compare it event by
  * event with what PyTorch did, and show what other allocator settings would have reserved.
  */
-import { InputError } from '../../engine/errors.ts';
-import { formatSize } from '../../engine/allocator/format.ts';
-import { readSnapshotBytes } from '../../engine/snapshot/snapshot.ts';
-import { replaySnapshot, replayWhatIf } from '../../engine/snapshot/replay.ts';
+import { DEFAULT_WHAT_IFS, InputError, formatSize, readSnapshotBytes, replay, stringifyResult, type ReplayResult } from '../../engine/index.ts';
 import { parseByteCount, parseCommandArgs } from '../args.ts';
 import { readUserFile } from '../files.ts';
-
-const DEFAULT_WHAT_IFS = ['', 'expandable_segments:True', 'max_split_size_mb:128', 'roundup_power2_divisions:4'];
 
 const usage = `Usage: memplan replay SNAPSHOT [options]
 
@@ -21,7 +16,31 @@ Options:
   --memory-limit-bytes N   the cap torch.cuda.set_per_process_memory_fraction imposed (snapshots do not record it)
   --alloc-conf STRING      replay under this PYTORCH_CUDA_ALLOC_CONF instead of the snapshot's settings
   --what-if STRING         also replay under these settings (repeatable; default: a few common ones)
-  --json                   print one JSON object`;
+  --json                   print one JSON object: the replay result (engine/result/replay.ts)`;
+
+function text(file: string, r: ReplayResult): string {
+  const exact = r.segment_event_mismatches === 0 && r.sim_peak_reserved_bytes === r.real_peak_reserved_bytes;
+  const lines = [
+    `${file}: ${r.events} trace events, ${r.real_segment_events} segment events`,
+    `allocator settings: ${r.alloc_conf || '(PyTorch defaults)'}${r.memory_limit_bytes ? `, cap ${formatSize(r.memory_limit_bytes)}` : ''}`,
+    '',
+    `                 real          simulated`,
+    `peak reserved    ${formatSize(r.real_peak_reserved_bytes).padEnd(14)}${formatSize(r.sim_peak_reserved_bytes)}`,
+    `peak allocated   ${formatSize(r.real_peak_allocated_bytes).padEnd(14)}${formatSize(r.sim_peak_allocated_bytes)}`,
+    `out of memory    ${(r.real_oom ? 'yes' : 'no').padEnd(14)}${r.sim_oom ? 'yes' : 'no'}`,
+    '',
+    exact
+      ? 'Every segment PyTorch created and released was reproduced exactly.'
+      : `${r.segment_event_mismatches} segment events differ; first at event ${r.first_mismatch?.event_index}: real ${r.first_mismatch?.real}, simulated ${r.first_mismatch?.simulated}.`,
+    r.empty_cache_calls.length ? `empty_cache() calls found: ${r.empty_cache_calls.length}` : '',
+    '',
+    'The same program under other allocator settings:',
+    ...r.what_if.map(
+      (w) => `  ${(w.alloc_conf || '(defaults)').padEnd(40)} peak reserved ${formatSize(w.peak_reserved_bytes)}${w.oom_at_event !== null ? `, out of memory at event ${w.oom_at_event}` : ''}`,
+    ),
+  ];
+  return lines.filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n') + '\n';
+}
 
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('replay', args, {
@@ -34,68 +53,12 @@ async function run(args: string[]): Promise<void> {
   const file = positionals[0]!;
   const memoryLimitBytes = parseByteCount('--memory-limit-bytes', values['memory-limit-bytes'] as string | undefined);
   const snapshot = readSnapshotBytes(readUserFile(file));
-  const report = replaySnapshot(snapshot, { allocConf: values['alloc-conf'] as string | undefined, memoryLimitBytes });
-  const whatIfConfs = (values['what-if'] as string[] | undefined) ?? DEFAULT_WHAT_IFS;
-  const whatIf = whatIfConfs.map((conf) => replayWhatIf(snapshot, report.emptyCacheCalls, conf, { memoryLimitBytes }));
-
-  if (values.json) {
-    process.stdout.write(
-      JSON.stringify({
-        file,
-        events: report.events,
-        alloc_conf: report.allocConf,
-        memory_limit_bytes: report.memoryLimitBytes,
-        real_peak_allocated: report.realPeakAllocatedBytes,
-        real_peak_reserved: report.realPeakReservedBytes,
-        real_peak_requested: report.realPeakRequestedBytes,
-        sim_peak_allocated: report.simPeakAllocatedBytes,
-        sim_peak_reserved: report.simPeakReservedBytes,
-        sim_peak_requested: report.simPeakRequestedBytes,
-        real_segment_events: report.realSegmentEvents,
-        segment_event_mismatches: report.segmentEventMismatches,
-        first_mismatch: report.firstMismatch && {
-          event_index: report.firstMismatch.eventIndex,
-          real: report.firstMismatch.real,
-          simulated: report.firstMismatch.simulated,
-        },
-        reserved_mismatch_events: report.reservedMismatchEvents,
-        real_oom: report.realOom,
-        sim_oom: report.simOom,
-        empty_cache_calls: report.emptyCacheCalls.length,
-        memory_stats: report.memoryStats,
-        what_if: whatIf.map((w) => ({
-          alloc_conf: w.allocConf,
-          peak_reserved: w.peakReservedBytes,
-          peak_allocated: w.peakAllocatedBytes,
-          oom_at_event: w.oomAtEvent,
-          num_alloc_retries: w.numAllocRetries,
-        })),
-      }) + '\n',
-    );
-    return;
-  }
-  const exact = report.segmentEventMismatches === 0 && report.simPeakReservedBytes === report.realPeakReservedBytes;
-  const lines = [
-    `${file}: ${report.events} trace events, ${report.realSegmentEvents} segment events`,
-    `allocator settings: ${report.allocConf || '(PyTorch defaults)'}${report.memoryLimitBytes ? `, cap ${formatSize(report.memoryLimitBytes)}` : ''}`,
-    '',
-    `                 real          simulated`,
-    `peak reserved    ${formatSize(report.realPeakReservedBytes).padEnd(14)}${formatSize(report.simPeakReservedBytes)}`,
-    `peak allocated   ${formatSize(report.realPeakAllocatedBytes).padEnd(14)}${formatSize(report.simPeakAllocatedBytes)}`,
-    `out of memory    ${(report.realOom ? 'yes' : 'no').padEnd(14)}${report.simOom ? 'yes' : 'no'}`,
-    '',
-    exact
-      ? 'Every segment PyTorch created and released was reproduced exactly.'
-      : `${report.segmentEventMismatches} segment events differ; first at event ${report.firstMismatch?.eventIndex}: real ${report.firstMismatch?.real}, simulated ${report.firstMismatch?.simulated}.`,
-    report.emptyCacheCalls.length ? `empty_cache() calls found: ${report.emptyCacheCalls.length}` : '',
-    '',
-    'The same program under other allocator settings:',
-    ...whatIf.map(
-      (w) =>
-        `  ${(w.allocConf || '(defaults)').padEnd(40)} peak reserved ${formatSize(w.peakReservedBytes)}${w.oomAtEvent !== null ? `, out of memory at event ${w.oomAtEvent}` : ''}`,
-    ),
-  ];
-  process.stdout.write(lines.filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n') + '\n');
+  const r = replay(snapshot, {
+    allocConf: values['alloc-conf'] as string | undefined,
+    memoryLimitBytes,
+    whatIf: (values['what-if'] as string[] | undefined) ?? DEFAULT_WHAT_IFS,
+  });
+  process.stdout.write(values.json ? stringifyResult(r) + '\n' : text(file, r));
 }
 
 export const replayCommand = {

@@ -1,11 +1,9 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError } from '../../engine/errors.ts';
-import { formatSize } from '../../engine/allocator/format.ts';
-import { simulate } from '../../engine/train/simulate.ts';
-import { advise } from '../../engine/search/advice.ts';
+import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { planGpu } from '../gpus.ts';
 import { parseCommandArgs } from '../args.ts';
 import { readPlanFile } from '../files.ts';
+import { adviceChange, adviceCost, notApplicableText, noteText } from '../words.ts';
 
 const usage = `Usage: memplan simulate PLAN.json [--json] [--summary]
 
@@ -13,8 +11,45 @@ Simulates the plan's training steps (docs/plan-format.md) through PyTorch's tens
 allocator, and prints what torch.cuda.max_memory_allocated() and max_memory_reserved() would report.
 
 Options:
-  --json      print one JSON object
+  --json      print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary included)
+              with the advice under "advice"
   --summary   also print torch.cuda.memory_summary() as it would read at the end`;
+
+/** What `simulate --json` prints: the result, with the advice beside it. */
+export type SimulateOutput = SimulateResult & { advice: AdviceResult };
+
+function text(file: string, r: SimulateResult, advice: AdviceResult): string {
+  const b = r.breakdown_at_peak;
+  const lines = [
+    `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
+    r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
+    `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (step ${r.peak_at.step}, ${r.peak_at.phase})`,
+    `max_memory_reserved()   ${formatSize(r.peak_reserved_bytes)}`,
+    `nvidia-smi (approx.)    ${formatSize(r.nvidia_smi_bytes)}`,
+    '',
+    'At the peak:',
+    ...Object.entries(b)
+      .filter(([, v]) => v > 0)
+      .map(([k, v]) => `  ${k.replace('_', ' ').padEnd(18)} ${formatSize(v)}`),
+    '',
+    'Largest tensors at the peak:',
+    ...r.largest_at_peak.slice(0, 8).map((t) => `  ${formatSize(t.bytes).padStart(12)}  ${t.label}`),
+    '',
+    'Per step (peak allocated / reserved):',
+    ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peak_allocated_bytes)} / ${formatSize(s.peak_reserved_bytes)}${s.incomplete ? ' (stopped by the out-of-memory error)' : ''}`),
+    '',
+    ...(advice.advice.length
+      ? [
+          'What changes would save (peak reserved, each simulated on its own):',
+          ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a.id)}`),
+        ]
+      : ['No change memplan knows lowers the peak reserved memory of this plan.']),
+    ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
+    '',
+    ...r.notes.map((n) => `Note: ${noteText(n)}`),
+  ];
+  return lines.filter((l, i, a) => !(l === '' && (i === 0 || a[i - 1] === ''))).join('\n') + '\n';
+}
 
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('simulate', args, {
@@ -26,55 +61,14 @@ async function run(args: string[]): Promise<void> {
   const plan = readPlanFile(file);
   const device = planGpu(plan);
   const r = simulate(plan, { device });
-  const advice = advise(plan, { device, basePeakReservedBytes: r.peakReservedBytes });
+  const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes });
   if (values.json) {
-    process.stdout.write(
-      JSON.stringify({
-        plan: plan.name || file,
-        peak_allocated_bytes: r.peakAllocatedBytes,
-        peak_reserved_bytes: r.peakReservedBytes,
-        nvidia_smi_bytes: r.nvidiaSmiBytes,
-        peak_at: r.peakAt,
-        breakdown_at_peak: r.breakdownAtPeak,
-        largest_at_peak: r.largestAtPeak,
-        steps: r.steps,
-        parameter_count: r.parameterCount,
-        parameter_bytes: r.parameterBytes,
-        oom: r.oom,
-        memory_stats: r.memoryStats,
-        timeline: r.timeline,
-        advice: advice.map((a) => ({ id: a.id, change: a.change, cost: a.cost, peak_reserved_bytes: a.peakReservedBytes, saved_bytes: a.savedBytes, fits: a.fits })),
-        notes: r.notes,
-      }) + '\n',
-    );
+    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice };
+    process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  const b = r.breakdownAtPeak;
-  const lines = [
-    `${plan.name || file}: ${r.parameterCount.toLocaleString('en-US')} parameters (${formatSize(r.parameterBytes)})`,
-    r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : '',
-    `max_memory_allocated()  ${formatSize(r.peakAllocatedBytes)}   (step ${r.peakAt.step}, ${r.peakAt.phase})`,
-    `max_memory_reserved()   ${formatSize(r.peakReservedBytes)}`,
-    `nvidia-smi (approx.)    ${formatSize(r.nvidiaSmiBytes)}`,
-    '',
-    'At the peak:',
-    ...Object.entries(b)
-      .filter(([, v]) => v > 0)
-      .map(([k, v]) => `  ${k.replace('_', ' ').padEnd(18)} ${formatSize(v)}`),
-    '',
-    'Largest tensors at the peak:',
-    ...r.largestAtPeak.slice(0, 8).map((t) => `  ${formatSize(t.bytes).padStart(12)}  ${t.label}`),
-    '',
-    'Per step (peak allocated / reserved):',
-    ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peakAllocatedBytes)} / ${formatSize(s.peakReservedBytes)}`),
-    '',
-    'What changes would save (peak reserved, each simulated on its own):',
-    ...advice.map((a) => `  ${(a.savedBytes > 0 ? '-' : a.savedBytes < 0 ? '+' : ' ') + formatSize(Math.abs(a.savedBytes))}`.padEnd(14) + `${a.change}${a.fits ? '' : ' (still out of memory)'}; ${a.cost}`),
-    '',
-    ...r.notes.map((n) => `Note: ${n}`),
-  ];
-  process.stdout.write(lines.filter((l, i, a) => !(l === '' && (i === 0 || a[i - 1] === ''))).join('\n') + '\n');
-  if (values.summary) process.stdout.write('\n' + r.memorySummary);
+  process.stdout.write(text(file, r, advice));
+  if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 
 export const simulateCommand = {

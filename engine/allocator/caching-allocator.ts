@@ -440,21 +440,21 @@ export class CachingAllocator {
     const items = p.pool.blocks.items;
     const keySize = p.size < maxSplit ? maxSplit : p.size;
     let i = p.pool.blocks.lowerBound(p.stream, keySize, 0);
-    if (i >= items.length || items[i]!.stream !== p.stream) {
+    // Blocks of expandable segments are never cudaFree'd here: their pages are unmapped by release_blocks only.
+    if (i >= items.length || items[i]!.stream !== p.stream || items[i]!.expandableSegment) {
       // No single block is large enough: free oversize blocks from the largest down.
       if (i === 0) return false;
       let totalReleased = 0;
       i--;
       while (totalReleased < keySize && items[i]!.size >= maxSplit && items[i]!.stream === p.stream) {
         const current = items[i]!;
-        totalReleased += current.size;
-        if (i > 0) {
-          i--;
+        const isFirst = i === 0;
+        if (!isFirst) i--;
+        if (!current.expandableSegment) {
+          totalReleased += current.size;
           this.releaseBlock(current);
-        } else {
-          this.releaseBlock(current);
-          break;
         }
+        if (isFirst) break;
       }
       if (totalReleased < keySize) return false;
     } else {

@@ -5,7 +5,7 @@
  * JSON and pass it to `parseGpuCatalog` once, then look GPUs up with `findGpu`.
  */
 import { z } from 'zod';
-import { InputError, describeSchemaIssue, fieldPath } from '../errors.ts';
+import { InputError, describeSchemaIssue, editDistance, fieldPath } from '../errors.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
@@ -120,19 +120,6 @@ export function parseGpuCatalog(value: unknown): GpuCatalog {
   return catalog;
 }
 
-/** Levenshtein distance, for "did you mean". */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
-}
-
 /**
  * The catalog entry whose id, torch device name or alias matches `nameOrId` (case-insensitive, surrounding
  * whitespace ignored). Unknown names are an InputError at `gpu.name` that lists the known ids and, when one is
@@ -152,11 +139,17 @@ export function findGpu(catalog: GpuCatalog, nameOrId: string): GpuSpec {
       if (closest === undefined || distance < closest.distance) closest = { id: gpu.id, distance };
     }
   }
+  // A family name ("A100") names every GPU whose id, name or alias contains it: list them all.
+  const family = wanted.length >= 2 ? catalog.gpus.filter((gpu) => [gpu.id, gpu.name, ...gpu.aliases].some((c) => lookupKey(c).includes(wanted))) : [];
   // "Close" = at most a third of the input's characters changed (and at least 1, so short typos still match).
   const suggestion =
-    closest !== undefined && wanted.length > 0 && closest.distance <= Math.max(1, Math.floor(wanted.length / 3))
-      ? `; did you mean "${closest.id}"?`
-      : '';
+    family.length > 1
+      ? `; did you mean one of ${family.map((gpu) => `"${gpu.id}"`).join(', ')}?`
+      : family.length === 1
+        ? `; did you mean "${family[0]!.id}"?`
+        : closest !== undefined && wanted.length > 0 && closest.distance <= Math.max(1, Math.floor(wanted.length / 3))
+          ? `; did you mean "${closest.id}"?`
+          : '';
   const known = catalog.gpus.map((gpu) => gpu.id).join(', ');
   throw new InputError('gpu.name', `unknown GPU "${nameOrId.trim()}"; known: ${known}${suggestion}`);
 }

@@ -112,9 +112,14 @@ function resnet(bottleneck: boolean, layers: readonly number[], options: VisionO
     const { cuda } = rt;
     let out = cuda.ref(x);
     b.convs.forEach((c, k) => {
-      const next = convBn(rt, out, `${b.path}.${c.name}`, `${b.path}.bn${k + 1}`, c.spec);
+      // `out = self.conv2(out)` rebinds `out` before `self.bn2` runs: the conv's input dies there (it matters
+      // where the conv saves nothing: in a checkpointed block, measured in test/fixtures/boundary-suite)
+      const convName = `${b.path}.${c.name}`;
+      const conv = conv2d(rt, out, w(`${convName}.weight`), null, c.spec, table, convName);
       cuda.release(out);
-      out = next;
+      const bnName = `${b.path}.bn${k + 1}`;
+      out = batchNorm2d(rt, conv, w(`${bnName}.weight`), w(`${bnName}.bias`), bnName);
+      cuda.release(conv);
       if (k < b.convs.length - 1) {
         const r = reluInPlace(rt, out, `${b.path}.relu`);
         cuda.release(out);

@@ -51,6 +51,12 @@ export interface SdpaOptions {
    * viewed as [B, H, L, D])? The math backend's reshapes copy what is not.
    */
   headMajor?: { q: boolean; k: boolean; v: boolean };
+  /**
+   * Does the output's gradient come back in the query's memory order rather than the output's (default false)?
+   * `nn.MultiheadAttention` copies a memory-efficient output to [L, B, H, D] (its query's order), so the gradient
+   * arrives in that order, and `_efficient_attention_backward` makes it contiguous (`grad_out_.contiguous()`).
+   */
+  gradInQueryOrder?: boolean;
   /** Names the tensors in the breakdown. k and v may have fewer heads than q (`enable_gqa=True`). */
   label: string;
 }
@@ -159,7 +165,7 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
  * temporary); the kernel's workspace, an fp32 dQ accumulator per key split:
  * 4 * B * H * align4(ceil(L/BI) * ceil(D/BJ) * (4 + BI*BJ)) bytes with cutlassB.h's tile BI x BJ.
  */
-function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label }: SdpaOptions): Tensor {
+function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, gradInQueryOrder = false }: SdpaOptions): Tensor {
   const { cuda, autograd } = rt;
   const [b, h, l, d] = q.shape as [number, number, number, number];
   const needs = autograd.needsGrad([q, k, v]);
@@ -170,6 +176,9 @@ function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { labe
   cuda.release(lse);
   autograd.record('ScaledDotProductEfficientAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];
+    // `grad_out_.contiguous()` (attention_backward.cu): a copy when the gradient is not in [B, L, H, D] order,
+    // alive until the function returns
+    const gradOut = gradInQueryOrder ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad_out (contiguous)`, 'workspace') : null;
     const dq = cuda.empty(q.shape, q.dtype, `grad of ${label} query`);
     const dk = cuda.empty(k.shape, k.dtype, `grad of ${label} key`);
     const dv = cuda.empty(v.shape, v.dtype, `grad of ${label} value`);
@@ -190,6 +199,7 @@ function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { labe
     const workspace = cuda.empty([b * h * perBH * 4], 'uint8', `${label} backward: workspace`, 'workspace');
     cuda.release(workspace);
     cuda.release(delta);
+    cuda.release(gradOut);
     return [dq, dk, dv];
   });
   return out;

@@ -7,8 +7,12 @@
  *   `proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()` copies it to
  *   [3, L, B, E] and the projection dies; q, k, v are `proj[0..2]` (SelectBackward0: a zero-filled [3, L, B, E]
  *   each in backward);
- * - SDPA on [B, H, L, D] views whose memory is [L, B, H, D]: the output comes in that order, so
- *   `permute(2, 0, 1, 3).contiguous()` copies nothing; `out_proj` is an addmm on [L*B, E];
+ * - SDPA on [B, H, L, D] views whose memory is [L, B, H, D]. cuDNN (and flash) attention allocate the output in
+ *   the query's memory order, so `permute(2, 0, 1, 3).contiguous()` copies nothing; memory-efficient attention
+ *   (fp32) always allocates [B, L, H, D] (attention.cu `_efficient_attention_forward`), so the `.contiguous()`
+ *   copies it to [L, B, H, D] (CloneBackward0), and that copy is what out_proj saves. Its gradient comes back to
+ *   the attention in [L, B, H, D] order, which `_efficient_attention_backward` copies (`grad_out_.contiguous()`);
+ *   `out_proj` is an addmm on [L*B, E];
  * - the result is viewed [L, B, E] and transposed back: its gradient arrives transposed, and the view's backward
  *   copies it.
  */
@@ -38,18 +42,36 @@ export function multiHeadSelfAttention(rt: Runtime, x: Tensor, w: MhaWeights, he
   cuda.release(proj);
   const packed = copy(rt, viewed, [3, l, b, e], `${label} q, k, v (contiguous)`);
   cuda.release(viewed);
-  const [q, k, v] = [0, 1, 2].map((i) => {
-    const part = selectView(rt, packed, [l, b, e], `${label} ${['q', 'k', 'v'][i]}`);
-    const heads4 = autograd.view('ViewBackward0', part, [b, heads, l, d]);
+  // the backend SDPA will take (under autocast the projection is already in the lower dtype)
+  const backend = sdpaBackend(packed.dtype, heads, heads, device);
+  // q, k, v = proj[0..2]; `q.view(L, B*H, D).transpose(0, 1)` for each, then `q.view(B, H, L, D)` for each (the
+  // order of multi_head_attention_forward, which orders their nodes in backward). Memory-efficient attention's
+  // gradients are [B, L, H, D] memory: both ViewBackward0 reshapes copy them. cuDNN's follow the query's memory
+  // order: views.
+  const names = ['q', 'k', 'v'].map((n) => `${label} ${n}`);
+  const parts = [0, 1, 2].map((i) => selectView(rt, packed, [l, b, e], names[i]!));
+  const headsFirst = parts.map((part, i) => {
+    if (backend !== 'efficient') return part;
+    const split = viewCopyingGrad(rt, part, [l, b * heads, d], names[i]!, 'ViewBackward0');
     cuda.release(part);
+    const t = autograd.view('TransposeBackward0', split, [b * heads, l, d]);
+    cuda.release(split);
+    return t;
+  });
+  const [q, k, v] = headsFirst.map((t, i) => {
+    const heads4 = backend === 'efficient' ? viewCopyingGrad(rt, t, [b, heads, l, d], names[i]!, 'ViewBackward0') : autograd.view('ViewBackward0', t, [b, heads, l, d]);
+    cuda.release(t);
     return heads4;
   }) as [Tensor, Tensor, Tensor];
   cuda.release(packed);
   const [qc, kc, vc] = castLower(rt, [q, k, v], [`${label} q`, `${label} k`, `${label} v`]);
-  const out = scaledDotProductAttention(rt, qc!, kc!, vc!, sdpaBackend(qc!.dtype, heads, heads, device), { dropoutP: 0, label: `${label} attention` });
+  const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: 0, causal: false, gradInQueryOrder: true, label: `${label} attention` });
   for (const t of [qc, kc, vc]) cuda.release(t);
-  const flat = autograd.view('ViewBackward0', out, [l * b, e]);
+  // attn_output.permute(2, 0, 1, 3).contiguous(): a copy unless the output is in the query's [L, B, H, D] order
+  const ordered = backend === 'efficient' ? copy(rt, out, [l, b, heads, d], `${label} attention output (contiguous)`) : cuda.ref(out);
   cuda.release(out);
+  const flat = autograd.view('ViewBackward0', ordered, [l * b, e]);
+  cuda.release(ordered);
   const projected = linear(rt, flat, w.outProjWeight, w.outProjBias, `${label} out_proj`);
   cuda.release(flat);
   const lbe = viewCopyingGrad(rt, projected, [l, b, e], `${label} out_proj (viewed)`, 'ViewBackward0');

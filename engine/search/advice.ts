@@ -1,130 +1,159 @@
 /**
- * What to change when a plan does not fit, or to fit a larger batch: each variant of the plan is simulated
- * (not estimated) and the variants are ranked by the peak reserved memory they save, each with its cost.
+ * What to change, for a plan that does not fit or to fit a larger batch: each variant of the plan is simulated
+ * (not estimated). Only the changes that help are advised; the others are listed with the reason they are not
+ * (`not_applicable`), so a UI can say why a familiar trick is missing. Advice is ids with parameters
+ * (engine/result/advice.ts); the CLI and the renderer word them.
+ *
+ * Two goals: `memory` (after a simulation: a change helps when it lowers the peak reserved memory) and `batch`
+ * (after a max-batch search: a change helps when it raises the largest effective batch). `adviseSteps` is a
+ * generator that yields variant by variant, so a host can stream the advice and stop between variants.
  */
 import { InputError } from '../errors.ts';
+import type { DeviceSpec } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
-import { simulate, type DeviceSpec } from '../train/simulate.ts';
+import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../result/advice.ts';
+import type { MaxBatchResult } from '../result/max-batch.ts';
+import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
+import { simulate } from '../train/simulate.ts';
 import { findMaxBatch } from './max-batch.ts';
 
-export interface Variant {
-  /** Short id, stable for the UI and tests. */
-  id: string;
-  /** What to change, in words. */
-  change: string;
-  /** What it costs. */
-  cost: string;
-  plan: Plan;
-}
+/** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
+export type Variant = { [Id in AdviceId]: { id: Id; params: Omit<Extract<AdviceItem, { id: Id }>, 'id' | keyof Measures>; plan: Plan } }[AdviceId];
 
-export interface Advice extends Omit<Variant, 'plan'> {
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  /** Peak reserved saved against the plan as it is (negative: it uses more). */
-  savedBytes: number;
-  fits: boolean;
-  /** The largest micro-batch with this change, and the effective batch it gives (only when asked for). */
-  maxBatch?: number;
-  effectiveBatch?: number;
-}
+type Measures = Pick<AdviceItem, 'peak_allocated_bytes' | 'peak_reserved_bytes' | 'saved_bytes' | 'fits' | 'max_batch' | 'max_effective_batch'>;
 
 function withTraining(plan: Plan, training: Partial<Plan['training']>): Plan {
   return { ...plan, training: { ...plan.training, ...training } };
 }
 
-/** The changes worth trying for this plan (those that change nothing are left out). */
-export function variants(plan: Plan): Variant[] {
+/**
+ * The changes worth simulating for this plan, and those that cannot apply (already done, or nothing to change).
+ * `microBatch` is the batch the accumulation change starts from: the plan's own, or the largest that fits.
+ */
+export function planVariants(plan: Plan, microBatch = plan.training.batch_size, goal: 'memory' | 'batch' = 'memory'): { variants: Variant[]; not_applicable: NotApplicable[] } {
   const t = plan.training;
-  const out: Variant[] = [];
-  if (t.precision === 'fp32') {
-    out.push({
-      id: 'amp_bf16',
-      change: 'train with autocast bf16 (precision "amp_bf16")',
-      cost: 'needs a GPU with bf16 (Ampere or newer); numerics change slightly, fp32 weights are kept',
-      plan: withTraining(plan, { precision: 'amp_bf16' }),
-    });
+  const variants: Variant[] = [];
+  const notApplicable: NotApplicable[] = [];
+  const skip = (id: AdviceId, reason_id: NotApplicable['reason_id']) => notApplicable.push({ id, reason_id });
+
+  if (t.precision === 'fp32') variants.push({ id: 'amp_bf16', params: {}, plan: withTraining(plan, { precision: 'amp_bf16' }) });
+  else skip('amp_bf16', 'already_set');
+
+  if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
+  else skip('checkpointing', 'already_set');
+
+  if (t.optimizer === 'sgd') skip('fused_optimizer', 'no_optimizer_state');
+  else if (t.optimizer_impl === 'fused') skip('fused_optimizer', 'already_set');
+  else variants.push({ id: 'fused_optimizer', params: { optimizer: t.optimizer }, plan: withTraining(plan, { optimizer_impl: 'fused' }) });
+
+  const steps = t.grad_accumulation_steps * 2;
+  const planEffective = t.batch_size * t.grad_accumulation_steps;
+  if (goal === 'batch') {
+    // Keep the largest micro-batch and run twice the accumulation steps: the effective batch doubles.
+    if (microBatch < 1) skip('accumulation', 'batch_of_one');
+    else variants.push({ id: 'accumulation', params: { micro_batch: microBatch, steps, effective_batch: microBatch * steps, plan_effective_batch: microBatch * t.grad_accumulation_steps }, plan: withTraining(plan, { batch_size: microBatch, grad_accumulation_steps: steps }) });
+  } else if (microBatch <= 1) skip('accumulation', 'batch_of_one');
+  else {
+    // Half the micro-batch, twice the steps: the same effective batch (one less when the batch is odd).
+    const half = Math.floor(microBatch / 2);
+    variants.push({ id: 'accumulation', params: { micro_batch: half, steps, effective_batch: half * steps, plan_effective_batch: planEffective }, plan: withTraining(plan, { batch_size: half, grad_accumulation_steps: steps }) });
   }
-  if (t.activation_checkpointing === false) {
-    out.push({
-      id: 'checkpointing',
-      change: 'turn on activation checkpointing (non-reentrant)',
-      cost: 'recomputes each checkpointed block in backward: about a third more compute per step',
-      plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }),
-    });
-  }
-  if (t.optimizer !== 'sgd' && t.optimizer_impl !== 'fused') {
-    out.push({
-      id: 'fused_optimizer',
-      change: `use the fused ${t.optimizer} (fused=True)`,
-      cost: 'none in memory terms; needs parameters on a CUDA device in a floating-point dtype',
-      plan: withTraining(plan, { optimizer_impl: 'fused' }),
-    });
-  }
-  if (t.batch_size > 1) {
-    const half = Math.floor(t.batch_size / 2);
-    const steps = t.grad_accumulation_steps * 2;
-    out.push({
-      id: 'accumulation',
-      change: `micro-batch ${half} with ${steps} accumulation steps (the same effective batch of ${half * steps})`,
-      cost: 'each optimizer step takes more, smaller forward/backward passes: slower when the GPU was not saturated',
-      plan: withTraining(plan, { batch_size: half, grad_accumulation_steps: steps }),
-    });
-  }
-  if (!/expandable_segments:\s*True/i.test(plan.allocator.conf)) {
+
+  if (/expandable_segments:\s*True/i.test(plan.allocator.conf)) skip('expandable_segments', 'already_set');
+  else {
     const conf = plan.allocator.conf ? `${plan.allocator.conf},expandable_segments:True` : 'expandable_segments:True';
-    out.push({
-      id: 'expandable_segments',
-      change: 'set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True',
-      cost: 'none in compute; segments grow by mapping pages, which is slower the first time memory is reserved',
-      plan: { ...plan, allocator: { conf } },
-    });
+    variants.push({ id: 'expandable_segments', params: { alloc_conf: conf }, plan: { ...plan, allocator: { conf } } });
   }
-  if (t.attention === 'eager') {
-    out.push({
-      id: 'sdpa',
-      change: 'use scaled_dot_product_attention (attention "sdpa")',
-      cost: 'none: faster, and attention no longer keeps the [L, L] probabilities for backward',
-      plan: withTraining(plan, { attention: 'sdpa' }),
-    });
-  }
-  return out;
+
+  if (t.attention === 'eager') variants.push({ id: 'sdpa', params: {}, plan: withTraining(plan, { attention: 'sdpa' }) });
+  else skip('sdpa', 'already_set');
+  return { variants, not_applicable: notApplicable };
+}
+
+/** The variants worth simulating (the `memory` goal). */
+export function variants(plan: Plan): Variant[] {
+  return planVariants(plan).variants;
 }
 
 export interface AdviceOptions {
   device: DeviceSpec;
-  /** The plan's own peak reserved, when the caller has simulated it already. */
+  /** `memory` (default): lower peak reserved; `batch`: a larger effective batch than `maxBatch`'s. */
+  goal?: 'memory' | 'batch';
+  /** The plan's own peak reserved, when the caller has simulated it already (goal `memory`). */
   basePeakReservedBytes?: number;
-  /** Also search each variant's largest micro-batch (slower). */
-  withMaxBatch?: boolean;
+  /** The plan's own search (goal `batch`; searched here when not given). */
+  maxBatch?: MaxBatchResult;
 }
 
-/** Simulates each variant and ranks them by peak reserved memory saved. Variants the engine cannot simulate are left out. */
-export function advise(plan: Plan, options: AdviceOptions): Advice[] {
-  const basePeak = options.basePeakReservedBytes ?? simulate(plan, { device: options.device, timelinePoints: 0 }).peakReservedBytes;
-  const advice: Advice[] = [];
-  for (const v of variants(plan)) {
-    let r;
+/** One variant's outcome, as it is known. */
+export type AdviceEvent = { type: 'advice'; advice: AdviceItem } | { type: 'not_applicable'; not_applicable: NotApplicable };
+
+/** Simulates variant after variant, yielding each outcome; returns the advice ranked best first. */
+export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<AdviceEvent, AdviceResult, void> {
+  const goal = options.goal ?? 'memory';
+  const device = options.device;
+  const search = goal === 'batch' ? (options.maxBatch ?? findMaxBatch(plan, { device })) : null;
+  // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
+  const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
+  const basePeak = options.basePeakReservedBytes !== undefined && !search ? options.basePeakReservedBytes : simulate(at, { device, timelinePoints: 0, peakDetails: false }).peak_reserved_bytes;
+  const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
+  for (const n of notApplicable) yield { type: 'not_applicable', not_applicable: n };
+  const advice: AdviceItem[] = [];
+  for (const v of candidates) {
+    let item: AdviceItem;
     try {
-      r = simulate(v.plan, { device: options.device, timelinePoints: 0 });
+      const r = simulate(v.plan, { device, timelinePoints: 0, peakDetails: false });
+      item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: basePeak - r.peak_reserved_bytes, fits: r.oom === null } as AdviceItem;
+      if (search) {
+        if (v.id === 'accumulation' && r.oom === null) {
+          // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
+          item.max_batch = v.params.micro_batch;
+        } else item.max_batch = findMaxBatch(v.plan, { device }).max_batch;
+        item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
+        if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
+      }
     } catch (error) {
-      if (error instanceof InputError) continue; // not simulated yet for this model
-      throw error;
+      if (!(error instanceof InputError)) throw error;
+      const n: NotApplicable = { id: v.id, reason_id: 'not_simulated', message: error.message };
+      notApplicable.push(n);
+      yield { type: 'not_applicable', not_applicable: n };
+      continue;
     }
-    const a: Advice = {
-      id: v.id,
-      change: v.change,
-      cost: v.cost,
-      peakAllocatedBytes: r.peakAllocatedBytes,
-      peakReservedBytes: r.peakReservedBytes,
-      savedBytes: basePeak - r.peakReservedBytes,
-      fits: r.oom === null,
-    };
-    if (options.withMaxBatch) {
-      const search = findMaxBatch(v.plan, { device: options.device });
-      a.maxBatch = search.maxBatch;
-      a.effectiveBatch = search.effectiveBatch;
+    const reason = helps(item, search);
+    if (reason) {
+      const n: NotApplicable = { id: v.id, reason_id: reason, saved_bytes: item.saved_bytes };
+      notApplicable.push(n);
+      yield { type: 'not_applicable', not_applicable: n };
+      continue;
     }
-    advice.push(a);
+    advice.push(item);
+    yield { type: 'advice', advice: item };
   }
-  return advice.sort((x, y) => Number(y.fits) - Number(x.fits) || y.savedBytes - x.savedBytes);
+  const ranked = search
+    ? advice.sort((x, y) => (y.max_effective_batch ?? 0) - (x.max_effective_batch ?? 0) || y.saved_bytes - x.saved_bytes)
+    : advice.sort((x, y) => Number(y.fits) - Number(x.fits) || y.saved_bytes - x.saved_bytes);
+  return {
+    schema_version: RESULT_SCHEMA_VERSION,
+    goal,
+    base_peak_reserved_bytes: basePeak,
+    ...(search ? { base_max_effective_batch: search.effective_batch } : {}),
+    advice: ranked,
+    not_applicable: notApplicable,
+  };
+}
+
+/** Why an outcome is not advice (null: it helps). */
+function helps(item: AdviceItem, search: MaxBatchResult | null): NotApplicable['reason_id'] | null {
+  if (search) return (item.max_effective_batch ?? 0) > search.effective_batch ? null : 'no_larger_batch';
+  if (item.saved_bytes > 0) return null;
+  return item.saved_bytes === 0 ? 'saves_nothing' : 'uses_more_memory';
+}
+
+/** All the advice at once (the CLI, tests). */
+export function advise(plan: Plan, options: AdviceOptions): AdviceResult {
+  const steps = adviseSteps(plan, options);
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
 }

@@ -3,44 +3,26 @@
  * simulator: a batch fits when every simulated step completes without PyTorch's out-of-memory error under the
  * allocator's cap, the release-and-retry path included. The cap is the plan's `gpu.memory_limit_bytes` (what
  * set_per_process_memory_fraction imposes) or else the device's memory less what the CUDA context holds.
+ *
+ * The search is a generator of trials (`searchMaxBatch`): a host reports each trial as it finishes and stops the
+ * search between trials by not asking for the next one. `findMaxBatch` runs it to the end.
  */
+import { capBytes, type DeviceSpec } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
-import { simulate, type DeviceSpec, type LiveTensor, type SimulationResult } from '../train/simulate.ts';
+import type { MaxBatchResult, Recommendation, Trial } from '../result/max-batch.ts';
+import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
+import { simulate } from '../train/simulate.ts';
 
-export interface Trial {
-  batch: number;
-  fits: boolean;
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  /** Where the OOM happened, for a batch that does not fit. */
-  oom: SimulationResult['oom'];
-}
-
-export interface MaxBatchResult {
-  /** Largest micro-batch that fits (0 when none does). */
-  maxBatch: number;
-  /** maxBatch × grad_accumulation_steps. */
-  effectiveBatch: number;
-  /** Largest batch whose peak reserved stays under (1 - safetyMargin) × cap. */
-  recommendedBatch: number;
-  safetyMargin: number;
-  capBytes: number;
-  /** Every trial in the order it ran. */
-  trials: Trial[];
-  /** The search stopped at its upper bound: the batch could be larger still. */
-  reachedUpperBound: boolean;
-  /** What fills memory at the peak of the largest fitting batch. */
-  limitedBy: { step: number; phase: string; largest: LiveTensor[] } | null;
-}
+export { capBytes };
 
 export interface MaxBatchOptions {
   device: DeviceSpec;
   /** Fraction of the cap kept free in the recommendation (default 0.05). */
   safetyMargin?: number;
+  /** Round the recommendation down to a multiple of this (default 1), where the batch allows. */
+  multipleOf?: number;
   /** Largest batch tried (default 1 << 26). */
   maxBatch?: number;
-  /** Called after each trial (progress for a UI). */
-  onTrial?: (trial: Trial) => void;
   /** A batch fits when every step to steady state runs (default true); false: the plan's steps only. */
   untilSteady?: boolean;
 }
@@ -53,33 +35,31 @@ export interface MaxBatchOptions {
  */
 export const DEFAULT_SAFETY_MARGIN = 0.05;
 
-export function capBytes(plan: Plan, device: DeviceSpec): number {
-  if (plan.gpu && 'memory_limit_bytes' in plan.gpu) return plan.gpu.memory_limit_bytes;
-  return device.total_memory_bytes - device.non_pytorch_bytes;
-}
-
-export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResult {
+/** Searches the largest batch, yielding each trial as it finishes; returns the result. */
+export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator<Trial, MaxBatchResult, void> {
   const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
+  const multipleOf = Math.max(1, Math.floor(options.multipleOf ?? 1));
   const upper = options.maxBatch ?? 1 << 26;
   const cap = capBytes(plan, options.device);
   const trials: Trial[] = [];
-  const results = new Map<number, SimulationResult>();
-  const run = (batch: number): boolean => {
+  const byBatch = new Map<number, Trial>();
+  const run = (batch: number): Trial => {
     const r = simulate(
       { ...plan, training: { ...plan.training, batch_size: batch } },
       { device: options.device, timelinePoints: 0, peakDetails: false, untilSteady: options.untilSteady },
     );
-    results.set(batch, r);
-    const trial: Trial = { batch, fits: r.oom === null, peakAllocatedBytes: r.peakAllocatedBytes, peakReservedBytes: r.peakReservedBytes, oom: r.oom };
+    const trial: Trial = { index: trials.length + 1, batch, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
     trials.push(trial);
-    options.onTrial?.(trial);
-    return trial.fits;
+    byBatch.set(batch, trial);
+    return trial;
   };
   // Grow by doubling until a batch fails, then bisect between the last fit and the first failure.
   let good = 0;
   let bad = 0;
   for (let b = 1; b <= upper; b *= 2) {
-    if (run(b)) good = b;
+    const t = run(b);
+    yield t;
+    if (t.fits) good = b;
     else {
       bad = b;
       break;
@@ -88,33 +68,65 @@ export function findMaxBatch(plan: Plan, options: MaxBatchOptions): MaxBatchResu
   if (bad === 0) bad = upper + 1;
   while (bad - good > 1) {
     const mid = Math.floor((good + bad) / 2);
-    if (run(mid)) good = mid;
+    const t = run(mid);
+    yield t;
+    if (t.fits) good = mid;
     else bad = mid;
   }
   // The recommendation: the largest tried batch that fits with the margin to spare, refined by bisection.
   const budget = (1 - margin) * cap;
   let recommended = 0;
-  for (const t of trials) if (t.fits && t.peakReservedBytes <= budget && t.batch > recommended) recommended = t.batch;
+  for (const t of trials) if (t.fits && t.peak_reserved_bytes <= budget && t.batch > recommended) recommended = t.batch;
   let lo = recommended;
   let hi = good + 1;
   while (hi - lo > 1) {
     const mid = Math.floor((lo + hi) / 2);
-    if (!results.has(mid)) run(mid);
-    const r = results.get(mid)!;
-    if (r.oom === null && r.peakReservedBytes <= budget) lo = mid;
+    let t = byBatch.get(mid);
+    if (!t) yield (t = run(mid));
+    if (t.fits && t.peak_reserved_bytes <= budget) lo = mid;
     else hi = mid;
   }
   recommended = lo;
+  // Never recommend nothing when something fits: the largest batch that fits, with the room it leaves said.
+  let reason: Recommendation['reason_id'] = good === 0 ? 'nothing_fits' : recommended > 0 ? 'keeps_margin' : 'margin_not_kept';
+  if (reason === 'margin_not_kept') recommended = good;
+  if (multipleOf > 1 && recommended >= multipleOf && recommended % multipleOf !== 0) {
+    recommended -= recommended % multipleOf;
+    if (!byBatch.has(recommended)) yield run(recommended);
+    if (!byBatch.get(recommended)!.fits) reason = 'margin_not_kept';
+  }
+  const recommendedTrial = byBatch.get(recommended);
   // What limits the batch: the largest batch that fits, simulated once more with what is live at its peak.
   const best = good > 0 ? simulate({ ...plan, training: { ...plan.training, batch_size: good } }, { device: options.device, timelinePoints: 0, untilSteady: options.untilSteady }) : null;
   return {
-    maxBatch: good,
-    effectiveBatch: good * plan.training.grad_accumulation_steps,
-    reachedUpperBound: good === upper,
-    recommendedBatch: recommended,
-    safetyMargin: margin,
-    capBytes: cap,
+    schema_version: RESULT_SCHEMA_VERSION,
+    kind: 'max_batch',
+    plan_name: plan.name,
+    gpu: { id: options.device.id ?? '', name: options.device.name, total_memory_bytes: options.device.total_memory_bytes, non_pytorch_bytes: options.device.non_pytorch_bytes, cap_bytes: cap },
+    cap_bytes: cap,
+    max_batch: good,
+    grad_accumulation_steps: plan.training.grad_accumulation_steps,
+    effective_batch: good * plan.training.grad_accumulation_steps,
+    recommendation: {
+      batch: recommended,
+      reason_id: reason,
+      safety_margin: margin,
+      margin_bytes: Math.ceil(margin * cap),
+      headroom_bytes: recommendedTrial && recommended > 0 ? cap - recommendedTrial.peak_reserved_bytes : 0,
+      multiple_of: multipleOf,
+    },
     trials,
-    limitedBy: best ? { step: best.peakAt.step, phase: best.peakAt.phase, largest: best.largestAtPeak.slice(0, 5) } : null,
+    reached_upper_bound: good === upper,
+    limited_by: best ? { step: best.peak_at.step, phase: best.peak_at.phase, largest: best.largest_at_peak.slice(0, 5) } : null,
   };
+}
+
+/** The whole search at once (the CLI, tests); `onTrial` hears each trial as it finishes. */
+export function findMaxBatch(plan: Plan, options: MaxBatchOptions & { onTrial?: (trial: Trial) => void }): MaxBatchResult {
+  const search = searchMaxBatch(plan, options);
+  for (;;) {
+    const next = search.next();
+    if (next.done) return next.value;
+    options.onTrial?.(next.value);
+  }
 }

@@ -41,14 +41,11 @@ export type PickleMap = Map<PickleValue, PickleValue>;
  */
 export class PickleError extends InputError {
   readonly offset: number;
-  /** The message without its "byte N: " prefix. */
-  readonly problem: string;
 
   constructor(problem: string, offset: number) {
     super(`byte ${offset}`, problem);
     this.name = 'PickleError';
-    this.offset = offset;
-    this.problem = problem;
+    this.offset = offset; // `problem` (InputError's) is the message without its "byte N: " prefix
   }
 }
 

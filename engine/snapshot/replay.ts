@@ -23,6 +23,7 @@ import type { DeviceMemory } from '../allocator/device-memory.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
 import type { MemorySnapshot, SnapshotTraceEvent } from './snapshot.ts';
 import { allocatorConfFromSettings } from './snapshot.ts';
+import { DEFAULT_TIMELINE_POINTS, TimelineRecorder, decimateTimeline, type Timeline } from '../result/timeline.ts';
 
 export interface ReplayOptions {
   /** PYTORCH_CUDA_ALLOC_CONF; default: the snapshot's allocator_settings. */
@@ -31,6 +32,8 @@ export interface ReplayOptions {
   memoryLimitBytes?: number | undefined;
   /** totalGlobalMem of the GPU (sizes expandable segments' address ranges); default 80 GiB. */
   totalGlobalMemBytes?: number | undefined;
+  /** Decimate the timeline to about this many points (default 2000). */
+  timelinePoints?: number | undefined;
 }
 
 export interface SegmentEventMismatch {
@@ -61,8 +64,8 @@ export interface ReplayReport {
   /** Where empty_cache() calls were found (event indices). */
   emptyCacheCalls: number[];
   memoryStats: Record<string, number>;
-  /** Allocated and reserved after each event, sampled for a timeline (at most ~2000 points). */
-  timeline: { event: number; allocatedBytes: number; reservedBytes: number; realReservedBytes: number }[];
+  /** Allocated and reserved (simulated and real) after each event, min/max-decimated (engine/result/timeline.ts). */
+  timeline: Timeline;
 }
 
 const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
@@ -141,8 +144,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
   let simOom = false;
   const emptyCacheCalls: number[] = [];
   const realPending: SnapshotTraceEvent[] = [];
-  const timeline: ReplayReport['timeline'] = [];
-  const sampleEvery = Math.max(1, Math.ceil(trace.length / 2000));
+  const timeline = new TimelineRecorder(0, true); // every event: decimation keeps each bucket's min and max
 
   const noteMismatch = (eventIndex: number, real: string, simulated: string) => {
     mismatches++;
@@ -253,9 +255,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
       }
     }
     if (allocator.reservedBytes !== realReserved && realPending.length === 0) reservedMismatchEvents++;
-    if (i % sampleEvery === 0) {
-      timeline.push({ event: i, allocatedBytes: allocator.allocatedBytes, reservedBytes: allocator.reservedBytes, realReservedBytes: realReserved });
-    }
+    timeline.push(allocator.allocatedBytes, allocator.reservedBytes, 0, 'trace', realReserved);
   }
   settle(trace.length);
 
@@ -278,7 +278,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
     simOom,
     emptyCacheCalls,
     memoryStats: allocator.memoryStats(),
-    timeline,
+    timeline: decimateTimeline(timeline.raw(), options.timelinePoints ?? DEFAULT_TIMELINE_POINTS),
   };
 }
 

@@ -9,6 +9,7 @@ import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
 import { reductionWorkspace, type ReductionDevice } from './reduce-config.ts';
 import { Storage, Tensor, TensorImpl, nbytes, type MemoryCategory } from './tensor.ts';
+import { TimelineRecorder, type RawTimeline } from '../result/timeline.ts';
 
 export type Thread = 'main' | 'autograd';
 export type GemmKind = 'cublas' | 'cublaslt';
@@ -18,15 +19,6 @@ export interface Workspaces {
   cublasBytes: number;
   /** cuBLASLt workspace (CUBLASLT_WORKSPACE_SIZE, 1 MiB by default), measured separate on the H100. */
   cublasLtBytes: number;
-}
-
-export interface TimelinePoint {
-  /** Allocation events so far. */
-  event: number;
-  allocatedBytes: number;
-  reservedBytes: number;
-  phase: string;
-  step: number;
 }
 
 export class CudaDevice {
@@ -39,7 +31,7 @@ export class CudaDevice {
   step = 0;
   events = 0;
   /** Allocated and reserved bytes after each event, and the step and phase it happened in (compact columns). */
-  private readonly timelineColumns = new TimelineColumns();
+  private readonly timelineColumns = new TimelineRecorder(1);
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
   readonly convPlans = new Map<string, readonly number[]>();
   /** Record the timeline (off for the trials of a search, which only need the peaks). */
@@ -194,12 +186,9 @@ export class CudaDevice {
     this.threadWorkspaces.set(label, this.escape(this.empty([size], 'uint8', label, 'workspace')));
   }
 
-  /**
-   * The timeline thinned to at most `limit` points: each bucket of events keeps its highest point of allocated
-   * bytes, so that the peaks survive the thinning.
-   */
-  timeline(limit: number): TimelinePoint[] {
-    return this.timelineColumns.thin(limit);
+  /** The recorded timeline, one entry per event (engine/result/timeline.ts decimates it). */
+  timeline(): RawTimeline {
+    return this.timelineColumns.raw();
   }
 
   /** The storages alive right after the allocation that set the peak. */
@@ -220,52 +209,5 @@ export class CudaDevice {
       this.peak = { event: this.events, step: this.step, phase: this.phase };
     }
     if (this.recordTimeline) this.timelineColumns.push(a, this.allocator.reservedBytes, this.step, this.phase);
-  }
-}
-
-/** The timeline as growable typed columns: one event costs no object. */
-class TimelineColumns {
-  private allocated = new Float64Array(1 << 12);
-  private reserved = new Float64Array(1 << 12);
-  private steps = new Uint32Array(1 << 12);
-  private phases = new Uint8Array(1 << 12);
-  private readonly phaseNames: string[] = [];
-  private length = 0;
-
-  push(allocated: number, reserved: number, step: number, phase: string): void {
-    if (this.length === this.allocated.length) this.grow();
-    let p = this.phaseNames.indexOf(phase);
-    if (p < 0) p = this.phaseNames.push(phase) - 1;
-    const i = this.length++;
-    this.allocated[i] = allocated;
-    this.reserved[i] = reserved;
-    this.steps[i] = step;
-    this.phases[i] = p;
-  }
-
-  private grow(): void {
-    const n = this.allocated.length * 2;
-    const copy = <T extends Float64Array | Uint32Array | Uint8Array>(a: T, make: (n: number) => T): T => {
-      const b = make(n);
-      b.set(a);
-      return b;
-    };
-    this.allocated = copy(this.allocated, (k) => new Float64Array(k));
-    this.reserved = copy(this.reserved, (k) => new Float64Array(k));
-    this.steps = copy(this.steps, (k) => new Uint32Array(k));
-    this.phases = copy(this.phases, (k) => new Uint8Array(k));
-  }
-
-  thin(limit: number): TimelinePoint[] {
-    const out: TimelinePoint[] = [];
-    if (limit <= 0) return out;
-    const size = Math.max(1, Math.ceil(this.length / limit));
-    for (let i = 0; i < this.length; i += size) {
-      let best = i;
-      const end = Math.min(this.length, i + size);
-      for (let j = i + 1; j < end; j++) if (this.allocated[j]! > this.allocated[best]!) best = j;
-      out.push({ event: best + 1, allocatedBytes: this.allocated[best]!, reservedBytes: this.reserved[best]!, phase: this.phaseNames[this.phases[best]!]!, step: this.steps[best]! });
-    }
-    return out;
   }
 }

@@ -10,76 +10,34 @@ import { CachingAllocator, OutOfMemoryError, type TraceListener } from '../alloc
 import { parseAllocatorConf } from '../allocator/config.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
 import { memorySummary } from '../allocator/format.ts';
-import { InputError } from '../errors.ts';
 import { layerListModel } from '../models/layer-list.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
-import type { ConvWorkspaceTable } from '../ops/conv.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
 import { divScalar } from '../ops/pointwise.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Plan } from '../plan/schema.ts';
-import { CudaDevice, type TimelinePoint } from '../tensor/cuda.ts';
+import { CudaDevice } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
-import type { MemoryCategory, Storage, Tensor } from '../tensor/tensor.ts';
+import { nbytes, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
-import type { GpuSpec } from '../gpu/catalog.ts';
+import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
+import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
+import { DEFAULT_TIMELINE_POINTS, decimateTimeline } from '../result/timeline.ts';
+import type { Breakdown, SimulateResult, StepResult } from '../result/simulate.ts';
+import type { LiveTensor, Note } from '../result/index.ts';
 
-/** The GPU a simulation runs on: an entry of the GPU catalog (resources/gpus.json), which the edges load. */
-export type DeviceSpec = Pick<
-  GpuSpec,
-  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability' | 'vendor'
-> & {
-  /** cuDNN convolution workspaces measured on this GPU (or the closest measured one); null: the fallback pattern. */
-  convWorkspaces?: ConvWorkspaceTable | null;
-};
+export type { DeviceSpec };
 
 /** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
 const kCublasLtWorkspaceBytes = 1_048_576;
 
 /** Steps simulated at most while waiting for the peak reserved to stop rising. */
 const kMaxSteps = 20;
-
-export interface StepResult {
-  step: number;
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  afterForwardBytes: number[];
-  afterBackwardBytes: number[];
-  afterOptimizerStepBytes: number;
-  afterZeroGradBytes: number;
-}
-
-export interface LiveTensor {
-  label: string;
-  bytes: number;
-  category: MemoryCategory;
-}
-
-export interface SimulationResult {
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  /** What nvidia-smi would show at the peak: reserved plus the memory outside the allocator. */
-  nvidiaSmiBytes: number;
-  steps: StepResult[];
-  /** Allocated bytes at the peak by what they hold, plus what reserved holds beyond them. */
-  breakdownAtPeak: Record<MemoryCategory | 'cached_free', number>;
-  /** The largest tensors alive at the peak. */
-  largestAtPeak: LiveTensor[];
-  /** Where the peak happened. */
-  peakAt: { step: number; phase: string };
-  timeline: TimelinePoint[];
-  memoryStats: Record<string, number>;
-  memorySummary: string;
-  oom: { message: string; step: number; phase: string } | null;
-  parameterBytes: number;
-  parameterCount: number;
-  notes: string[];
-}
 
 const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
   fp32: 'float32',
@@ -95,11 +53,11 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const dtype = PARAM_DTYPE[t.precision];
   const checkpointing = t.activation_checkpointing;
   const attentionDevice = { computeCapability: device.compute_capability, vendor: device.vendor };
-  const workspaces = device.convWorkspaces ?? null;
+  const workspaces = convWorkspacesFor(device.conv_workspaces);
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice, workspaces);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice, workspaces);
   const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice };
-  const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: device.convWorkspaces ?? null, device: attentionDevice });
+  const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: workspaces, device: attentionDevice });
   if ('preset' in m) {
     const preset = PRESETS[m.preset]!;
     if (preset.kind === 'hf') return hfModel(resolveHfConfig(preset.config), hfOptions);
@@ -113,7 +71,7 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
 export interface SimulateOptions {
   /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
   device: DeviceSpec;
-  /** Keep at most this many timeline points (default 4000; 0 records none). */
+  /** Decimate the timeline to about this many points (default 2000; 0 records none). */
   timelinePoints?: number;
   /**
    * Capture what is live at the peak (the breakdown, the largest tensors; default true). A search's trials only
@@ -129,15 +87,20 @@ export interface SimulateOptions {
   untilSteady?: boolean;
 }
 
-export function simulate(plan: Plan, options: SimulateOptions): SimulationResult {
+export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const t = plan.training;
   const spec = options.device;
   const memoryLimitBytes = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
+  // The cap is `set_per_process_memory_fraction(limit / total)`, and the allocator keeps
+  // `allowed_memory_maximum = static_cast<size_t>(fraction * totalGlobalMem)`: the double rounding can leave it a
+  // byte under the limit (2 GiB on the H100: 2,147,483,647 B, as the measurement script's `allowed_bytes`), and a
+  // run whose segments fill the cap exactly then runs out (measured: the ReLU MLP with checkpointing at 19,584).
+  const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
     device: new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes),
     totalGlobalMemBytes: spec.total_memory_bytes,
-    memoryLimitBytes,
+    memoryLimitBytes: allowedBytes,
     nonPyTorchBytes: spec.non_pytorch_bytes,
     onTrace: options.onTrace,
   });
@@ -156,7 +119,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   cuda.recordStorages = options.peakDetails !== false;
 
   const steps: StepResult[] = [];
-  let oom: SimulationResult['oom'] = null;
+  let oom: SimulateResult['oom'] = null;
   const params: Parameter[] = [];
   let optimizer: Optimizer | null = null;
   try {
@@ -176,20 +139,22 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
     // at batch 6528 under a 3 GiB cap fits for 3 steps and runs out of memory in step 4, as this predicts
     // (test/fixtures/boundary/*_6steps.json).
     const untilSteady = options.untilSteady ?? true;
+    // Steady takes two steps to see (a plan of `steps: 1` runs a second one before comparing).
     const done = (step: number) =>
       step > t.steps &&
-      (!untilSteady || step > kMaxSteps || steps[steps.length - 1]!.peakReservedBytes <= steps[steps.length - 2]!.peakReservedBytes);
+      (!untilSteady || step > kMaxSteps || (steps.length >= 2 && steps[steps.length - 1]!.peak_reserved_bytes <= steps[steps.length - 2]!.peak_reserved_bytes));
     for (let step = 1; !done(step); step++) {
       cuda.step = step;
       allocator.stats.resetPeak();
       const result: StepResult = {
         step,
-        peakAllocatedBytes: 0,
-        peakReservedBytes: 0,
-        afterForwardBytes: [],
-        afterBackwardBytes: [],
-        afterOptimizerStepBytes: 0,
-        afterZeroGradBytes: 0,
+        peak_allocated_bytes: 0,
+        peak_reserved_bytes: 0,
+        after_forward_bytes: [],
+        after_backward_bytes: [],
+        after_optimizer_step_bytes: 0,
+        after_zero_grad_bytes: 0,
+        incomplete: true,
       };
       steps.push(result);
       for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
@@ -206,7 +171,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
           rt.autocast.exit(rt);
           rt.autocast = null;
         }
-        result.afterForwardBytes.push(allocator.allocatedBytes);
+        result.after_forward_bytes.push(allocator.allocatedBytes);
         cuda.phase = 'backward';
         // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
         const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
@@ -214,7 +179,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
         autograd.backward(root, rootGrad);
         cuda.release(rootGrad);
         cuda.release(root);
-        result.afterBackwardBytes.push(allocator.allocatedBytes);
+        result.after_backward_bytes.push(allocator.allocatedBytes);
       }
       cuda.phase = 'optimizer';
       if (scaler) {
@@ -224,23 +189,30 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
       } else {
         optimizer.step();
       }
-      result.afterOptimizerStepBytes = allocator.allocatedBytes;
+      result.after_optimizer_step_bytes = allocator.allocatedBytes;
       cuda.phase = 'zero_grad';
       optimizer.zeroGrad();
-      result.afterZeroGradBytes = allocator.allocatedBytes;
-      result.peakAllocatedBytes = allocator.stats.allocated_bytes[0].peak;
-      result.peakReservedBytes = allocator.stats.reserved_bytes[0].peak;
+      result.after_zero_grad_bytes = allocator.allocatedBytes;
+      result.peak_allocated_bytes = allocator.stats.allocated_bytes[0].peak;
+      result.peak_reserved_bytes = allocator.stats.reserved_bytes[0].peak;
+      result.incomplete = false;
     }
   } catch (error) {
     if (!(error instanceof OutOfMemoryError)) throw error;
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
+    // The failing step's peaks so far (its peak was reset when it began), not zeros.
+    const failing = steps[steps.length - 1];
+    if (failing?.incomplete) {
+      failing.peak_allocated_bytes = allocator.stats.allocated_bytes[0].peak;
+      failing.peak_reserved_bytes = allocator.stats.reserved_bytes[0].peak;
+    }
   }
   const peakLive: LiveTensor[] = cuda.liveAtPeak().map((s) => ({ label: s.label, bytes: s.allocatedBytes, category: s.category }));
   const peakAt = { step: cuda.peak.step, phase: cuda.peak.phase };
 
-  const peakAllocatedBytes = Math.max(0, ...steps.map((s) => s.peakAllocatedBytes), allocator.stats.allocated_bytes[0].peak);
-  const peakReservedBytes = Math.max(0, ...steps.map((s) => s.peakReservedBytes), allocator.stats.reserved_bytes[0].peak);
-  const breakdown: SimulationResult['breakdownAtPeak'] = {
+  const peakAllocatedBytes = Math.max(0, ...steps.map((s) => s.peak_allocated_bytes), allocator.stats.allocated_bytes[0].peak);
+  const peakReservedBytes = Math.max(0, ...steps.map((s) => s.peak_reserved_bytes), allocator.stats.reserved_bytes[0].peak);
+  const breakdown: Breakdown = {
     parameter: 0,
     gradient: 0,
     optimizer_state: 0,
@@ -252,23 +224,41 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulationResult
   };
   for (const l of peakLive) breakdown[l.category] += l.bytes;
   breakdown.cached_free = Math.max(0, peakReservedBytes - peakAllocatedBytes);
-  const parameterBytes = params.reduce((n, p) => n + p.tensor.nbytes, 0);
+  // The model's own size, from its description: on an OOM while loading, only part of it reached the GPU.
+  let parameterCount = 0;
+  let parameterBytes = 0;
+  let bufferBytes = 0;
+  for (const p of model.parameters) {
+    if (p.buffer) bufferBytes += nbytes(p.shape, p.dtype);
+    else {
+      parameterCount += p.shape.reduce((n, d) => n * d, 1);
+      parameterBytes += nbytes(p.shape, p.dtype);
+    }
+  }
+  const cap = capBytes(plan, spec);
+  const notes: Note[] = [{ id: 'parameters_loaded_in_training_dtype' }];
+  if (oom) notes.push({ id: 'stopped_at_oom', step: oom.step, phase: oom.phase });
+  if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
+  const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {
-    peakAllocatedBytes,
-    peakReservedBytes,
-    nvidiaSmiBytes: peakReservedBytes + spec.non_pytorch_bytes,
+    schema_version: RESULT_SCHEMA_VERSION,
+    kind: 'simulate',
+    plan_name: plan.name,
+    gpu: { id: spec.id ?? '', name: spec.name, total_memory_bytes: spec.total_memory_bytes, non_pytorch_bytes: spec.non_pytorch_bytes, cap_bytes: cap },
+    model: { parameter_count: parameterCount, parameter_bytes: parameterBytes, buffer_bytes: bufferBytes },
+    fits: oom === null,
+    peak_allocated_bytes: peakAllocatedBytes,
+    peak_reserved_bytes: peakReservedBytes,
+    nvidia_smi_bytes: peakReservedBytes + spec.non_pytorch_bytes,
+    headroom_bytes: cap - peakReservedBytes,
+    peak_at: peakAt,
     steps,
-    breakdownAtPeak: breakdown,
-    largestAtPeak: peakLive.sort((a, b) => b.bytes - a.bytes).slice(0, 20),
-    peakAt,
-    timeline: cuda.timeline(options.timelinePoints ?? 4000),
-    memoryStats: allocator.memoryStats(),
-    memorySummary: memorySummary(allocator.stats),
+    breakdown_at_peak: breakdown,
+    largest_at_peak: peakLive.sort((a, b) => b.bytes - a.bytes).slice(0, 20),
+    timeline: decimateTimeline(cuda.timeline(), timelinePoints),
+    memory_stats: allocator.memoryStats(),
+    memory_summary: memorySummary(allocator.stats),
     oom,
-    parameterBytes,
-    parameterCount: params.reduce((n, p) => n + p.tensor.numel, 0),
-    notes: [
-      'Parameters are created in their training dtype and moved to the GPU one by one in module order, as from_pretrained(..., dtype=...) followed by .to("cuda") does. Building a model in fp32 on the GPU and casting it afterwards leaves freed blocks cached and reserves more.',
-    ],
+    notes,
   };
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gzipSync } from 'fflate';
+import { gpuListSchema, presetListSchema, replayResultSchema } from '../../engine/index.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 
@@ -66,6 +67,10 @@ describe('memplan', () => {
     const cap = memplan('replay', json, '--memory-limit-bytes', '12GB');
     expect(cap.code).toBe(2);
     expect(cap.stderr).toContain('--memory-limit-bytes');
+    // a negative number is the flag's bad value, not an unknown option (issue 13)
+    const negative = memplan('replay', json, '--memory-limit-bytes', '-5');
+    expect(negative.code).toBe(2);
+    expect(negative.stderr.trim()).toBe('memplan: --memory-limit-bytes: expected a positive whole number of bytes, got "-5"');
   });
 
   it('replays a snapshot given as JSON and prints one JSON object', () => {
@@ -93,9 +98,10 @@ describe('memplan', () => {
     expect(out.events).toBe(5);
     expect(out.segment_event_mismatches).toBe(0);
     expect(out.first_mismatch).toBeNull();
-    expect(out.real_peak_reserved).toBe(20 * MiB);
-    expect(out.sim_peak_reserved).toBe(20 * MiB);
-    expect(out.sim_peak_allocated).toBe(7 * MiB);
+    expect(out.real_peak_reserved_bytes).toBe(20 * MiB);
+    expect(out.sim_peak_reserved_bytes).toBe(20 * MiB);
+    expect(out.sim_peak_allocated_bytes).toBe(7 * MiB);
+    expect(replayResultSchema.parse(out).kind).toBe('replay');
     expect(out.real_oom).toBe(false);
     expect(out.sim_oom).toBe(false);
   });
@@ -144,7 +150,7 @@ describe('memplan simulate and max-batch', () => {
     expect(out.peak_reserved_bytes).toBe(measured.peak_reserved_bytes);
     const llama = memplan('simulate', join(root, 'examples/llama-3-8b-bf16.plan.json'), '--json');
     expect(llama.code, llama.stderr).toBe(0);
-    expect(JSON.parse(llama.stdout).parameter_count).toBe(8_030_261_248);
+    expect(JSON.parse(llama.stdout).model.parameter_count).toBe(8_030_261_248);
     const resnet = memplan('simulate', join(root, 'examples/resnet50-amp.plan.json'));
     expect(resnet.code, resnet.stderr).toBe(0);
     expect(resnet.stdout).toContain('25,557,032 parameters');
@@ -153,7 +159,7 @@ describe('memplan simulate and max-batch', () => {
   it('presets lists the model presets', () => {
     const r = memplan('presets', '--json');
     expect(r.code).toBe(0);
-    const ids = JSON.parse(r.stdout).map((p: { id: string }) => p.id);
+    const ids = presetListSchema.parse(JSON.parse(r.stdout)).presets.map((p) => p.id);
     expect(ids).toEqual(expect.arrayContaining(['gpt2-xl', 'bert-large', 'llama-3-70b', 'mistral-7b', 'qwen2.5-7b', 'resnet152', 'vit_l_16']));
   });
 
@@ -162,7 +168,7 @@ describe('memplan simulate and max-batch', () => {
     writeFileSync(bad, JSON.stringify({ format: 'memplan.plan', version: 1, model: { layers: [{ type: 'relu' }], input_features: 8 }, training: { batch_size: -3 } }));
     const r = memplan('simulate', bad);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toBe('memplan: training.batch_size: must be a positive integer');
+    expect(r.stderr.trim()).toBe('memplan: training.batch_size: must be a positive integer, got -3');
     writeFileSync(bad, '{ not json');
     expect(memplan('simulate', bad).stderr).toContain('not valid JSON');
   });
@@ -174,13 +180,13 @@ describe('memplan simulate and max-batch', () => {
     expect(out.max_batch).toBeGreaterThan(0);
     expect(out.trials.some((t: { batch: number; fits: boolean }) => t.batch === out.max_batch && t.fits)).toBe(true);
     expect(out.trials.some((t: { batch: number; fits: boolean }) => t.batch === out.max_batch + 1 && !t.fits)).toBe(true);
-    expect(out.recommended_batch).toBeLessThanOrEqual(out.max_batch);
+    expect(out.recommendation.batch).toBeLessThanOrEqual(out.max_batch);
   });
 
   it('gpus lists the catalog, the H100 with its measured memory', () => {
     const r = memplan('gpus', '--json');
     expect(r.code).toBe(0);
-    const gpus = JSON.parse(r.stdout) as { id: string; total_memory_bytes: number; total_memory_source: string }[];
+    const gpus = gpuListSchema.parse(JSON.parse(r.stdout)).gpus;
     expect(gpus.length).toBeGreaterThanOrEqual(15);
     const h100 = gpus.find((g) => g.id === 'h100-sxm')!;
     expect(h100.total_memory_source).toBe('measured');

@@ -138,6 +138,10 @@ describe('findGpu', () => {
     expect(inputError(() => findGpu(catalog, 'h100-sxn')).message).toContain('did you mean "h100-sxm"?');
   });
 
+  it('lists every GPU of a family a name stands for (issue 13: "A100" suggested h100-sxm)', () => {
+    expect(inputError(() => findGpu(catalog, 'A100')).message).toContain('did you mean one of "a100-40gb", "a100-80gb", "a100-80gb-pcie"?');
+  });
+
   it('suggests nothing when no GPU is close', () => {
     const error = inputError(() => findGpu(catalog, 'Voodoo5 6000'));
     expect(error.where).toBe('gpu.name');

@@ -38,8 +38,8 @@ describe('presets', () => {
       const p = plan(name, { steps: 1 });
       const r = simulate(p, { device: planGpu(p), untilSteady: false, timelinePoints: 0 });
       expect(r.oom).toBeNull();
-      expect(r.peakAllocatedBytes).toBeGreaterThan(r.parameterBytes);
-      if (PUBLISHED[name]) expect(r.parameterCount).toBe(PUBLISHED[name]);
+      expect(r.peak_allocated_bytes).toBeGreaterThan(r.model.parameter_bytes);
+      if (PUBLISHED[name]) expect(r.model.parameter_count).toBe(PUBLISHED[name]);
       // and with the plan's defaults (fp32: grouped-query attention then runs SDPA's math backend)
       const defaults = plan(name, { steps: 1, precision: 'fp32' });
       expect(simulate(defaults, { device: planGpu(defaults), untilSteady: false, timelinePoints: 0 }).oom).toBeNull();
@@ -53,9 +53,10 @@ describe('presets', () => {
   });
 
   it('names the field of a pasted config.json it cannot use', () => {
-    const bad = (hf: Record<string, unknown>) => {
+    // found when the plan is read (safeParsePlan resolves the config), before any simulation
+    const bad = (hf: Record<string, unknown>) => () => {
       const p = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 1, seq_len: 64 } });
-      return () => simulate(p, { device: planGpu(p) });
+      return simulate(p, { device: planGpu(p) });
     };
     expect(bad({ model_type: 't5' })).toThrow(/model\.hf_config\.model_type: "t5" is not simulated yet/);
     expect(bad({})).toThrow(/model\.hf_config\.model_type: is required/);
@@ -66,7 +67,7 @@ describe('presets', () => {
 
   it('takes a config.json as the Hub ships it: missing keys get transformers defaults', () => {
     const p = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: { model_type: 'gpt2', architectures: ['GPT2LMHeadModel'] } }, training: { batch_size: 1, seq_len: 64, steps: 1 } });
-    expect(simulate(p, { device: planGpu(p), untilSteady: false }).parameterCount).toBe(PUBLISHED.gpt2);
+    expect(simulate(p, { device: planGpu(p), untilSteady: false }).model.parameter_count).toBe(PUBLISHED.gpt2);
   });
 });
 
@@ -79,11 +80,11 @@ describe('max-batch on every GPU of the catalog', () => {
       const device = deviceFor(gpu);
       const lm = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2' }, training: { batch_size: 1, seq_len: 256, precision: 'amp_bf16' }, gpu: { name: gpu.id } });
       const r = findMaxBatch(lm, { device, untilSteady: false });
-      expect(r.maxBatch, gpu.id).toBeGreaterThan(0);
-      expect(r.trials.find((t) => t.batch === r.maxBatch)!.peakReservedBytes).toBeLessThanOrEqual(gpu.total_memory_bytes - gpu.non_pytorch_bytes);
-      sizes.push([gpu.total_memory_bytes, r.maxBatch]);
+      expect(r.max_batch, gpu.id).toBeGreaterThan(0);
+      expect(r.trials.find((t) => t.batch === r.max_batch)!.peak_reserved_bytes).toBeLessThanOrEqual(gpu.total_memory_bytes - gpu.non_pytorch_bytes);
+      sizes.push([gpu.total_memory_bytes, r.max_batch]);
       const vision = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'resnet50' }, training: { batch_size: 1, precision: 'amp_fp16', optimizer: 'sgd_momentum' }, gpu: { name: gpu.id } });
-      expect(findMaxBatch(vision, { device, untilSteady: false, maxBatch: 512 }).maxBatch, gpu.id).toBeGreaterThan(0);
+      expect(findMaxBatch(vision, { device, untilSteady: false, maxBatch: 512 }).max_batch, gpu.id).toBeGreaterThan(0);
     }
     // more memory never means a smaller batch
     sizes.sort((a, b) => a[0] - b[0]);

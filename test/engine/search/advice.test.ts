@@ -1,9 +1,7 @@
-/** Advice: every variant is a real simulation of the changed plan, ranked by what it saves. */
+/** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { parsePlan } from '../../../engine/plan/parse.ts';
-import { advise, variants } from '../../../engine/search/advice.ts';
-import { simulate } from '../../../engine/train/simulate.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, simulate, variants } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -30,17 +28,64 @@ describe('advice', () => {
   });
 
   it('reports each variant as its own simulation and ranks them by memory saved', () => {
-    const advice = advise(plan, { device });
-    const base = simulate(plan, { device }).peakReservedBytes;
-    for (const a of advice) {
+    const result = advise(plan, { device });
+    expect(adviceResultSchema.parse(result)).toEqual(result);
+    const base = simulate(plan, { device }).peak_reserved_bytes;
+    for (const a of result.advice) {
       const v = variants(plan).find((x) => x.id === a.id)!;
-      expect(a.peakReservedBytes).toBe(simulate(v.plan, { device }).peakReservedBytes);
-      expect(a.savedBytes).toBe(base - a.peakReservedBytes);
+      expect(a.peak_reserved_bytes).toBe(simulate(v.plan, { device }).peak_reserved_bytes);
+      expect(a.saved_bytes).toBe(base - a.peak_reserved_bytes);
     }
-    const saved = advice.map((a) => a.savedBytes);
+    const saved = result.advice.map((a) => a.saved_bytes);
     expect(saved).toEqual([...saved].sort((x, y) => y - x));
     // At a batch of 8192 activations dominate: checkpointing and halving the micro-batch both save memory.
-    expect(advice.find((a) => a.id === 'checkpointing')!.savedBytes).toBeGreaterThan(0);
-    expect(advice.find((a) => a.id === 'accumulation')!.savedBytes).toBeGreaterThan(0);
+    expect(result.advice.find((a) => a.id === 'checkpointing')!.saved_bytes).toBeGreaterThan(0);
+    expect(result.advice.find((a) => a.id === 'accumulation')!.saved_bytes).toBeGreaterThan(0);
+  });
+
+  it('lists only changes that save memory, and says why every other change is not advised', () => {
+    const result = advise(plan, { device });
+    for (const a of result.advice) expect(a.saved_bytes).toBeGreaterThan(0);
+    const said = [...result.advice.map((a) => a.id), ...result.not_applicable.map((n) => n.id)].sort();
+    expect(said).toEqual([...ADVICE_IDS].sort()); // every change is either advised or explained
+    for (const n of result.not_applicable) if (n.reason_id === 'saves_nothing') expect(n.saved_bytes).toBe(0);
+    expect(result.not_applicable.find((n) => n.id === 'sdpa')!.reason_id).toBe('already_set');
+  });
+
+  it('does not advise micro-batch 1 for a plan that costs memory with it (Llama 3 8B, issue 13)', () => {
+    const llama = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'llama-3-8b' }, training: { batch_size: 2, seq_len: 1024, precision: 'bf16', optimizer: 'adamw', activation_checkpointing: true } });
+    const result = advise(llama, { device: planGpu(llama) });
+    for (const a of result.advice) expect(a.saved_bytes).toBeGreaterThan(0);
+    const accumulation = [...result.advice, ...result.not_applicable].find((x) => x.id === 'accumulation')!;
+    if ('reason_id' in accumulation) expect(['saves_nothing', 'uses_more_memory']).toContain(accumulation.reason_id);
+  });
+
+  it('streams variant by variant, then returns the ranked advice', () => {
+    const steps = adviseSteps(plan, { device });
+    const seen: string[] = [];
+    let next = steps.next();
+    while (!next.done) {
+      seen.push(next.value.type === 'advice' ? next.value.advice.id : next.value.not_applicable.id);
+      next = steps.next();
+    }
+    expect(seen.sort()).toEqual([...ADVICE_IDS].sort());
+    expect(next.value.advice.length).toBeGreaterThan(0);
+  });
+
+  it('after a search, advises what fits a larger effective batch, with numbers that agree with the search (issue 13)', () => {
+    const capped = { ...plan, gpu: { memory_limit_bytes: 8 * 2 ** 30 } };
+    const search = findMaxBatch(capped, { device });
+    const result = advise(capped, { device, goal: 'batch', maxBatch: search });
+    expect(result.base_max_effective_batch).toBe(search.effective_batch);
+    const accumulation = result.advice.find((a) => a.id === 'accumulation');
+    expect(accumulation).toBeDefined();
+    if (accumulation?.id === 'accumulation') {
+      // Gradients held across micro-steps can lower the largest micro-batch a little: never above the plan's.
+      expect(accumulation.micro_batch).toBeLessThanOrEqual(search.max_batch);
+      expect(accumulation.effective_batch).toBe(accumulation.micro_batch * accumulation.steps);
+      expect(accumulation.plan_effective_batch).toBe(search.effective_batch);
+      expect(accumulation.max_effective_batch).toBe(accumulation.effective_batch);
+    }
+    for (const a of result.advice) expect(a.max_effective_batch!).toBeGreaterThan(search.effective_batch);
   });
 });

@@ -1,0 +1,108 @@
+/**
+ * The engine's ids in English words: advice, the reasons a change is not advised, notes, recommendations. The
+ * renderer has its own strings (en, zh-CN) keyed by the same ids (engine/result/advice.ts lists them and their
+ * parameters); this is the CLI's.
+ */
+import { formatSize, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
+
+function accumulation(a: AdviceOf<'accumulation'>, goal: 'memory' | 'batch'): string {
+  const base = `micro-batch ${a.micro_batch} with ${a.steps} accumulation steps`;
+  if (goal === 'batch') return `${base}: effective batch ${a.effective_batch} (now ${a.plan_effective_batch})`;
+  return a.effective_batch === a.plan_effective_batch
+    ? `${base} (the same effective batch of ${a.effective_batch})`
+    : `${base} (effective batch ${a.effective_batch}; the plan's is ${a.plan_effective_batch})`;
+}
+
+/** What to change, in words. */
+export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory'): string {
+  switch (a.id) {
+    case 'amp_bf16':
+      return 'train with autocast bf16 (precision "amp_bf16")';
+    case 'checkpointing':
+      return 'turn on activation checkpointing (non-reentrant)';
+    case 'fused_optimizer':
+      return `use the fused ${a.optimizer} (fused=True)`;
+    case 'accumulation':
+      return accumulation(a, goal);
+    case 'expandable_segments':
+      return `set PYTORCH_CUDA_ALLOC_CONF=${a.alloc_conf}`;
+    case 'sdpa':
+      return 'use scaled_dot_product_attention (attention "sdpa")';
+  }
+}
+
+const COSTS: Record<AdviceItem['id'], string> = {
+  amp_bf16: 'needs a GPU with bf16 (Ampere or newer); numerics change slightly, fp32 weights are kept',
+  checkpointing: 'recomputes each checkpointed block in backward: about a third more compute per step',
+  fused_optimizer: 'none in memory terms; needs parameters on a CUDA device in a floating-point dtype',
+  accumulation: 'each optimizer step takes more, smaller forward/backward passes: slower when the GPU was not saturated',
+  expandable_segments: 'none in compute; segments grow by mapping pages, which is slower the first time memory is reserved',
+  sdpa: 'none: faster, and attention no longer keeps the [L, L] probabilities for backward',
+};
+
+/** What a change costs, in words (a larger effective batch by accumulation keeps the passes' size: there are more of them). */
+export function adviceCost(id: AdviceItem['id'], goal: 'memory' | 'batch' = 'memory'): string {
+  if (id === 'accumulation' && goal === 'batch') return 'each optimizer step runs more forward/backward passes of the same size: steps take proportionally longer';
+  return COSTS[id];
+}
+
+const CHANGE_NAMES: Record<AdviceItem['id'], string> = {
+  amp_bf16: 'autocast bf16',
+  checkpointing: 'activation checkpointing',
+  fused_optimizer: 'a fused optimizer',
+  accumulation: 'gradient accumulation',
+  expandable_segments: 'expandable segments',
+  sdpa: 'scaled_dot_product_attention',
+};
+
+/** Why a change is not advised, in words: `checkpointing: saves nothing (simulated)`. */
+export function notApplicableText(n: NotApplicable): string {
+  const name = CHANGE_NAMES[n.id];
+  switch (n.reason_id) {
+    case 'already_set':
+      return `${name}: the plan already ${n.id === 'amp_bf16' ? 'trains in reduced precision' : 'uses it'}`;
+    case 'no_optimizer_state':
+      return `${name}: plain SGD keeps no optimizer state`;
+    case 'batch_of_one':
+      return `${name}: the micro-batch is 1 and cannot be split`;
+    case 'saves_nothing':
+      return `${name}: saves nothing (simulated)`;
+    case 'uses_more_memory':
+      return `${name}: uses ${formatSize(-(n.saved_bytes ?? 0))} more (simulated)`;
+    case 'no_larger_batch':
+      return `${name}: does not fit a larger effective batch (searched)`;
+    case 'not_simulated':
+      return `${name}: not simulated for this model yet${n.message ? ` (${n.message})` : ''}`;
+  }
+}
+
+/** A note, in words. */
+export function noteText(note: Note): string {
+  switch (note.id) {
+    case 'parameters_loaded_in_training_dtype':
+      return 'Parameters are created in their training dtype and moved to the GPU one by one in module order, as from_pretrained(..., dtype=...) followed by .to("cuda") does. Building a model in fp32 on the GPU and casting it afterwards leaves freed blocks cached and reserves more.';
+    case 'stopped_at_oom':
+      return `The simulation stopped at PyTorch's out-of-memory error in step ${note.step} (${note.phase}): the peaks are those reached before it; the model's size is its own.`;
+    case 'custom_gpu_from_cap':
+      return `The memory cap (${formatSize(note.memory_limit_bytes)}) is larger than ${note.base_gpu} holds: simulated as a custom GPU of that size with ${note.base_gpu}'s other figures.`;
+  }
+}
+
+const percent = (x: number) => `${Math.round(x * 100)}%`;
+
+/** The recommended batch and why, in words. */
+export function recommendationText(r: Recommendation, cap: number): string {
+  const rounded = r.multiple_of > 1 ? `, rounded down to a multiple of ${r.multiple_of}` : '';
+  switch (r.reason_id) {
+    case 'nothing_fits':
+      return 'Recommended: none (even a batch of 1 runs out of memory).';
+    case 'keeps_margin':
+      return `Recommended: ${r.batch} (keeps ${percent(r.safety_margin)} of the cap free for what the plan does not describe${rounded}; it leaves ${formatSize(r.headroom_bytes)})`;
+    case 'margin_not_kept':
+      return (
+        `Recommended: ${r.batch}, the largest that fits${rounded}; it leaves ${formatSize(Math.max(0, r.headroom_bytes))} of the ${formatSize(cap)} cap free, ` +
+        `less than the ${percent(r.safety_margin)} margin (${formatSize(r.margin_bytes)}) kept for other processes, NCCL and cuDNN's choices: ` +
+        'a smaller batch leaves more room; a larger GPU or one of the changes below keeps the margin.'
+      );
+  }
+}

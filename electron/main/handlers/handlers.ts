@@ -1,0 +1,38 @@
+/**
+ * What each channel does, against a PlanStore and a Dialogs: the same functions answer Electron's ipcMain
+ * (ipc.ts) and the e2e test bridge (test/e2e/support/bridge.ts). No Electron import: the dialogs are an interface,
+ * implemented with Electron's native dialogs in electron/main/dialogs.ts and with a queue in the bridge.
+ */
+import type { AppInfo, ChannelResult, FileFilter, Handlers } from '../../common/ipc.ts';
+import type { PlanStore } from '../storage/plan-store.ts';
+
+export interface Dialogs {
+  /** Shows an open dialog for a text file; null when the user cancels. */
+  openText(purpose: 'plan' | 'hf_config'): Promise<ChannelResult<'files:openText'>>;
+  /** Shows an open dialog for a binary file; null when the user cancels. */
+  openBytes(purpose: 'snapshot'): Promise<ChannelResult<'files:openBytes'>>;
+  /** Shows a save dialog and writes the text; null when the user cancels. */
+  saveText(args: { suggested_name: string; text: string; filters: FileFilter[] }): Promise<ChannelResult<'files:saveText'>>;
+}
+
+export interface HandlerContext {
+  plans: PlanStore;
+  dialogs: Dialogs;
+  info: () => AppInfo;
+}
+
+export function createHandlers({ plans, dialogs, info }: HandlerContext): Handlers {
+  return {
+    'plans:list': ({ query }) => plans.list(query),
+    'plans:get': ({ id }) => plans.get(id),
+    'plans:save': (args) => plans.save(args),
+    'plans:rename': ({ id, name }) => plans.rename(id, name),
+    'plans:duplicate': ({ id, name }) => plans.duplicate(id, name),
+    'plans:delete': ({ id }) => plans.delete(id),
+    'plans:restore': (token) => plans.restore(token),
+    'files:openText': ({ purpose }) => dialogs.openText(purpose),
+    'files:openBytes': ({ purpose }) => dialogs.openBytes(purpose),
+    'files:saveText': (args) => dialogs.saveText(args),
+    'app:info': () => info(),
+  };
+}

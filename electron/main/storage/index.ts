@@ -1,0 +1,35 @@
+/**
+ * Storage as the main process and the test bridge open it: the database (database.ts: check, back up, recover,
+ * migrate), the plan store on it, deleted plans past their undo period purged, and what to tell the user.
+ */
+import type { StorageNotice } from '../../common/ipc.ts';
+import { openDatabase, type OpenOptions } from './database.ts';
+import { PlanStore, type PlanStoreOptions } from './plan-store.ts';
+
+export const DATABASE_FILE = 'plans.sqlite';
+
+export interface Storage {
+  plans: PlanStore;
+  path: string;
+  notices: StorageNotice[];
+  close(): void;
+}
+
+export function openStorage(path: string, options: OpenOptions & PlanStoreOptions = {}): Storage {
+  const opened = openDatabase(path, options);
+  const plans = new PlanStore(opened.db, options);
+  plans.purgeDeleted();
+  const damaged = plans.list().problems.length;
+  const notices: StorageNotice[] = [...opened.notices, ...(damaged > 0 ? [{ id: 'rows_damaged' as const, count: damaged }] : [])];
+  return {
+    plans,
+    path,
+    notices,
+    close: () => {
+      if (opened.db.open) opened.db.close();
+    },
+  };
+}
+
+export { DatabaseTooNewError } from './database.ts';
+export { PlanNotFoundError } from './plan-store.ts';

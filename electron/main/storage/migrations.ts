@@ -1,0 +1,93 @@
+/**
+ * The database's schema, one numbered step at a time. `PRAGMA user_version` holds the last step applied; each step
+ * runs in a transaction with the version bump, so a failed step leaves the file as it was. Steps are never edited
+ * once released: a change is a new step.
+ */
+import type Database from 'better-sqlite3';
+
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'plans: the plan file, its latest result, name, notes, tags, timestamps, soft delete',
+    sql: `
+      CREATE TABLE plans (
+        id          TEXT PRIMARY KEY,            -- a UUID
+        name        TEXT NOT NULL,
+        notes       TEXT NOT NULL DEFAULT '',
+        tags_json   TEXT NOT NULL DEFAULT '[]',  -- a JSON array of strings
+        search_text TEXT NOT NULL DEFAULT '',    -- name, notes and tags, lower-cased (plans.list's query)
+        plan_json   TEXT NOT NULL,               -- the plan file as the user has it
+        plan_valid  INTEGER NOT NULL,            -- 1: it passes the engine's plan schema
+        result_json TEXT,                        -- the latest engine result (engine/result/), or NULL
+        result_kind TEXT,                        -- its kind: simulate, max_batch, ...
+        result_version INTEGER,                  -- its schema_version (engine/result/version.ts)
+        result_fits INTEGER,                     -- what the list shows without reading result_json
+        result_peak_reserved_bytes INTEGER,
+        result_max_batch INTEGER,
+        created_at  TEXT NOT NULL,               -- ISO 8601, UTC
+        updated_at  TEXT NOT NULL,
+        deleted_at  TEXT,                        -- soft delete: NULL while the plan is listed
+        undo_token  TEXT                         -- what restore must present to undo that delete
+      ) STRICT;
+      CREATE INDEX plans_listed ON plans (deleted_at, updated_at DESC);
+    `,
+  },
+  {
+    version: 2,
+    description: 'comparisons (a name and an ordered list of plans) and PyTorch memory snapshots attached to plans',
+    sql: `
+      CREATE TABLE comparisons (
+        id         TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        deleted_at TEXT
+      ) STRICT;
+      CREATE TABLE comparison_plans (
+        comparison_id TEXT NOT NULL REFERENCES comparisons (id) ON DELETE CASCADE,
+        position      INTEGER NOT NULL,          -- 0, 1, ...: the column order
+        plan_id       TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
+        PRIMARY KEY (comparison_id, position)
+      ) STRICT;
+      CREATE INDEX comparison_plans_by_plan ON comparison_plans (plan_id);
+      CREATE TABLE snapshots (
+        id          TEXT PRIMARY KEY,
+        plan_id     TEXT REFERENCES plans (id) ON DELETE CASCADE,
+        name        TEXT NOT NULL,               -- the file's name as opened
+        size_bytes  INTEGER NOT NULL,
+        sha256      TEXT NOT NULL,
+        bytes       BLOB NOT NULL,               -- the snapshot as opened (pickle, gzipped or not)
+        result_json TEXT,                        -- its latest replay result, or NULL
+        result_version INTEGER,
+        created_at  TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX snapshots_by_plan ON snapshots (plan_id);
+    `,
+  },
+];
+
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+export function userVersion(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/** Applies the steps after the database's version, each in its own transaction. Returns the versions applied. */
+export function migrate(db: Database.Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  const applied: number[] = [];
+  for (const migration of migrations) {
+    if (migration.version <= userVersion(db)) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    })();
+    applied.push(migration.version);
+  }
+  return applied;
+}

@@ -1,0 +1,118 @@
+/**
+ * Advice and notes as ids with parameters, never as sentences: the renderer words each id in English and Chinese
+ * (its own strings, keyed by the same ids), the CLI in English (cli/words.ts). `ADVICE_PARAMS`, `NOT_APPLICABLE_REASONS`
+ * and `NOTE_PARAMS` are the list of ids and the shape of each one's parameters.
+ */
+import { z } from 'zod';
+import { bytes, count, positiveCount, schemaVersion, signedBytes } from './common.ts';
+
+/** Each change memplan can advise, with the parameters that say exactly what to change. */
+export const ADVICE_PARAMS = {
+  /** Train with autocast bf16 (precision "amp_bf16"). */
+  amp_bf16: {},
+  /** Turn on non-reentrant activation checkpointing. */
+  checkpointing: {},
+  /** The optimizer's fused implementation (`fused=True`). */
+  fused_optimizer: { optimizer: z.enum(['sgd', 'sgd_momentum', 'adam', 'adamw']) },
+  /**
+   * Gradient accumulation: `micro_batch` per forward/backward, `steps` of them per optimizer step,
+   * `effective_batch` = micro_batch × steps, and the plan's own effective batch to compare with.
+   */
+  accumulation: { micro_batch: positiveCount, steps: positiveCount, effective_batch: positiveCount, plan_effective_batch: positiveCount },
+  /** PYTORCH_CUDA_ALLOC_CONF with expandable segments; `alloc_conf` is the whole setting to use. */
+  expandable_segments: { alloc_conf: z.string() },
+  /** scaled_dot_product_attention instead of eager attention. */
+  sdpa: {},
+} as const;
+
+export type AdviceId = keyof typeof ADVICE_PARAMS;
+export const ADVICE_IDS = Object.keys(ADVICE_PARAMS) as [AdviceId, ...AdviceId[]];
+
+/** What a variant was simulated to need (and, for a max-batch search, the largest batch it fits). */
+const adviceMeasures = {
+  peak_allocated_bytes: bytes,
+  peak_reserved_bytes: bytes,
+  /** Peak reserved saved against the plan as it is (positive: less memory). */
+  saved_bytes: signedBytes,
+  fits: z.boolean(),
+  /** With a max-batch search: the largest micro-batch with this change, and micro-batch × accumulation steps. */
+  max_batch: count.optional(),
+  max_effective_batch: count.optional(),
+};
+
+const advice = <Id extends AdviceId>(id: Id) => z.object({ id: z.literal(id), ...(ADVICE_PARAMS[id] as (typeof ADVICE_PARAMS)[Id]), ...adviceMeasures });
+
+export const adviceItemSchema = z.discriminatedUnion('id', [
+  advice('amp_bf16'),
+  advice('checkpointing'),
+  advice('fused_optimizer'),
+  advice('accumulation'),
+  advice('expandable_segments'),
+  advice('sdpa'),
+]);
+
+/** Why a change is not advised for this plan. */
+export const NOT_APPLICABLE_REASONS = [
+  /** The plan does it already. */
+  'already_set',
+  /** Plain SGD keeps no optimizer state: nothing for a fused optimizer to save. */
+  'no_optimizer_state',
+  /** The micro-batch is 1: it cannot be split. */
+  'batch_of_one',
+  /** Simulated: the peak reserved memory does not go down. */
+  'saves_nothing',
+  /** Simulated: the peak reserved memory goes up (`saved_bytes` says by how much). */
+  'uses_more_memory',
+  /** Searched: the largest effective batch does not grow. */
+  'no_larger_batch',
+  /** The engine cannot simulate this change for this model yet (`message` says why). */
+  'not_simulated',
+] as const;
+
+export const notApplicableSchema = z.object({
+  id: z.enum(ADVICE_IDS),
+  reason_id: z.enum(NOT_APPLICABLE_REASONS),
+  saved_bytes: signedBytes.optional(),
+  message: z.string().optional(),
+});
+
+/**
+ * The advice for a plan: the changes that help, best first, and why the others are not listed. `goal` says what
+ * "help" means: `memory` (a simulation: lower peak reserved) or `batch` (after a search: a larger effective batch).
+ */
+export const adviceResultSchema = z.object({
+  schema_version: schemaVersion,
+  goal: z.enum(['memory', 'batch']),
+  base_peak_reserved_bytes: bytes,
+  /** With goal `batch`: the plan's largest effective batch, which each item is compared with. */
+  base_max_effective_batch: count.optional(),
+  advice: z.array(adviceItemSchema),
+  not_applicable: z.array(notApplicableSchema),
+});
+
+/** Notes beside a result: facts about how memplan simulated it that a user should know. */
+export const NOTE_PARAMS = {
+  /**
+   * Parameters are created in their training dtype and moved to the GPU one by one in module order, as
+   * `from_pretrained(..., dtype=...)` then `.to("cuda")` does; building in fp32 on the GPU and casting reserves more.
+   */
+  parameters_loaded_in_training_dtype: {},
+  /** The simulation stopped at PyTorch's out-of-memory error: the peaks are those reached before it. */
+  stopped_at_oom: { step: count, phase: z.string() },
+  /** A memory cap larger than the GPU: simulated as a custom GPU of that size (the named GPU's other figures). */
+  custom_gpu_from_cap: { base_gpu: z.string(), memory_limit_bytes: bytes },
+} as const;
+
+export type NoteId = keyof typeof NOTE_PARAMS;
+export const NOTE_IDS = Object.keys(NOTE_PARAMS) as [NoteId, ...NoteId[]];
+const note = <Id extends NoteId>(id: Id) => z.object({ id: z.literal(id), ...(NOTE_PARAMS[id] as (typeof NOTE_PARAMS)[Id]) });
+export const noteSchema = z.discriminatedUnion('id', [note('parameters_loaded_in_training_dtype'), note('stopped_at_oom'), note('custom_gpu_from_cap')]);
+
+export type AdviceItem = z.output<typeof adviceItemSchema>;
+export type NotApplicable = z.output<typeof notApplicableSchema>;
+export type NotApplicableReason = (typeof NOT_APPLICABLE_REASONS)[number];
+export type AdviceResult = z.output<typeof adviceResultSchema>;
+export type Note = z.output<typeof noteSchema>;
+/** One advice id's item, e.g. `AdviceOf<'accumulation'>` has `micro_batch`, `steps`, `effective_batch`. */
+export type AdviceOf<Id extends AdviceId> = Extract<AdviceItem, { id: Id }>;
+export type NoteOf<Id extends NoteId> = Extract<Note, { id: Id }>;

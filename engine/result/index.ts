@@ -1,0 +1,52 @@
+/**
+ * The result schemas: one definition of every object the engine returns, the worker posts, the main process
+ * stores in SQLite and `memplan --json` prints. snake_case field names throughout (as in the plan file); the
+ * TypeScript types are inferred from the schemas.
+ */
+export { RESULT_SCHEMA_VERSION } from './version.ts';
+export { PHASES, issueSchema, liveTensorSchema, memoryCategorySchema, oomSchema, type Issue, type LiveTensor, type Oom } from './common.ts';
+export { DEFAULT_TIMELINE_POINTS, decimateTimeline, emptyTimeline, timelineSchema, TimelineRecorder, type RawTimeline, type Timeline } from './timeline.ts';
+export { resultJsonReplacer, stringifyResult } from './json.ts';
+export {
+  ADVICE_IDS,
+  ADVICE_PARAMS,
+  NOT_APPLICABLE_REASONS,
+  NOTE_IDS,
+  NOTE_PARAMS,
+  adviceItemSchema,
+  adviceResultSchema,
+  notApplicableSchema,
+  noteSchema,
+  type AdviceId,
+  type AdviceItem,
+  type AdviceOf,
+  type AdviceResult,
+  type NotApplicable,
+  type NotApplicableReason,
+  type Note,
+  type NoteId,
+  type NoteOf,
+} from './advice.ts';
+export {
+  breakdownSchema,
+  gpuUsedSchema,
+  modelSummarySchema,
+  simulateResultSchema,
+  stepResultSchema,
+  type Breakdown,
+  type GpuUsed,
+  type SimulateResult,
+  type StepResult,
+} from './simulate.ts';
+export {
+  RECOMMENDATION_REASONS,
+  maxBatchResultSchema,
+  recommendationSchema,
+  trialSchema,
+  type MaxBatchResult,
+  type Recommendation,
+  type RecommendationReason,
+  type Trial,
+} from './max-batch.ts';
+export { replayResultSchema, whatIfSchema, type ReplayResult, type WhatIf } from './replay.ts';
+export { gpuListSchema, presetListSchema, type GpuList, type PresetList } from './lists.ts';

@@ -1,0 +1,64 @@
+/** The largest batch that fits a GPU (engine/search/max-batch.ts): each trial, then the answer. */
+import { z } from 'zod';
+import { bytes, count, liveTensorSchema, oomSchema, positiveCount, schemaVersion } from './common.ts';
+import { gpuUsedSchema } from './simulate.ts';
+
+/** One batch simulated during the search. */
+export const trialSchema = z.object({
+  /** 1, 2, ... in the order the trials ran. */
+  index: positiveCount,
+  batch: positiveCount,
+  fits: z.boolean(),
+  peak_allocated_bytes: bytes,
+  peak_reserved_bytes: bytes,
+  /** Where the OOM happened, for a batch that does not fit. */
+  oom: oomSchema.nullable(),
+});
+
+/** Why the recommended batch is what it is. */
+export const RECOMMENDATION_REASONS = [
+  /** The largest batch whose peak reserved leaves the safety margin of the cap free. */
+  'keeps_margin',
+  /** No fitting batch leaves the margin free: the recommendation is the largest that fits, with less room (`headroom_bytes`). */
+  'margin_not_kept',
+  /** Even a batch of 1 runs out of memory. */
+  'nothing_fits',
+] as const;
+
+export const recommendationSchema = z.object({
+  /** 0 only when nothing fits. */
+  batch: count,
+  reason_id: z.enum(RECOMMENDATION_REASONS),
+  /** The safety margin as a fraction of the cap, and in bytes. */
+  safety_margin: z.number().min(0).lt(1),
+  margin_bytes: bytes,
+  /** cap_bytes less the recommended batch's peak reserved. */
+  headroom_bytes: z.number().int(),
+  /** The multiple the recommendation was rounded down to (1: not rounded). */
+  multiple_of: positiveCount,
+});
+
+export const maxBatchResultSchema = z.object({
+  schema_version: schemaVersion,
+  kind: z.literal('max_batch'),
+  plan_name: z.string(),
+  gpu: gpuUsedSchema,
+  cap_bytes: bytes,
+  /** Largest micro-batch that fits (0 when none does). */
+  max_batch: count,
+  grad_accumulation_steps: positiveCount,
+  /** max_batch × grad_accumulation_steps. */
+  effective_batch: count,
+  recommendation: recommendationSchema,
+  /** Every trial in the order it ran. */
+  trials: z.array(trialSchema),
+  /** The search stopped at its upper bound: the batch could be larger still. */
+  reached_upper_bound: z.boolean(),
+  /** What fills memory at the peak of the largest fitting batch. */
+  limited_by: z.object({ step: count, phase: z.string(), largest: z.array(liveTensorSchema) }).nullable(),
+});
+
+export type Trial = z.output<typeof trialSchema>;
+export type Recommendation = z.output<typeof recommendationSchema>;
+export type RecommendationReason = (typeof RECOMMENDATION_REASONS)[number];
+export type MaxBatchResult = z.output<typeof maxBatchResultSchema>;

@@ -1,0 +1,88 @@
+/** The result of simulating a plan's training steps (engine/train/simulate.ts `simulate`). */
+import { z } from 'zod';
+import { noteSchema } from './advice.ts';
+import { bytes, count, liveTensorSchema, oomSchema, schemaVersion } from './common.ts';
+import { timelineSchema } from './timeline.ts';
+
+/** One optimizer step: its peaks (reset at its start, as `reset_peak_memory_stats()` would) and allocated at its marks. */
+export const stepResultSchema = z.object({
+  step: count,
+  peak_allocated_bytes: bytes,
+  peak_reserved_bytes: bytes,
+  /** Allocated after each micro-step's forward (and loss). */
+  after_forward_bytes: z.array(bytes),
+  /** Allocated after each micro-step's backward. */
+  after_backward_bytes: z.array(bytes),
+  after_optimizer_step_bytes: bytes,
+  after_zero_grad_bytes: bytes,
+  /** The step did not finish: PyTorch's out-of-memory error was raised in it (its peaks are those reached before). */
+  incomplete: z.boolean(),
+});
+
+/** Allocated bytes at the peak by what they hold, plus what reserved holds beyond them (`cached_free`). */
+export const breakdownSchema = z.object({
+  parameter: bytes,
+  gradient: bytes,
+  optimizer_state: bytes,
+  activation: bytes,
+  temporary: bytes,
+  workspace: bytes,
+  input: bytes,
+  cached_free: bytes,
+});
+
+/** The GPU simulated and the memory PyTorch may use on it. */
+export const gpuUsedSchema = z.object({
+  /** The catalog id (`custom` for a cap larger than the GPU). */
+  id: z.string(),
+  /** What torch.cuda.get_device_name() prints. */
+  name: z.string(),
+  total_memory_bytes: bytes,
+  /** Memory outside the caching allocator (CUDA context, kernels, library handles). */
+  non_pytorch_bytes: bytes,
+  /** What the allocator may reserve: the plan's memory_limit_bytes, else total less non-PyTorch memory. */
+  cap_bytes: bytes,
+});
+
+/** The model as the plan describes it: its own size, whatever happened in the simulation. */
+export const modelSummarySchema = z.object({
+  parameter_count: count,
+  parameter_bytes: bytes,
+  /** Buffers moved to the GPU with the parameters (BatchNorm statistics), not trained. */
+  buffer_bytes: bytes,
+});
+
+export const simulateResultSchema = z.object({
+  schema_version: schemaVersion,
+  kind: z.literal('simulate'),
+  plan_name: z.string(),
+  gpu: gpuUsedSchema,
+  model: modelSummarySchema,
+  /** Every step ran without PyTorch's out-of-memory error. */
+  fits: z.boolean(),
+  /** torch.cuda.max_memory_allocated(). */
+  peak_allocated_bytes: bytes,
+  /** torch.cuda.max_memory_reserved(). */
+  peak_reserved_bytes: bytes,
+  /** What nvidia-smi would show at the peak: reserved plus the memory outside the allocator. */
+  nvidia_smi_bytes: bytes,
+  /** cap_bytes less the peak reserved (negative: does not fit). */
+  headroom_bytes: z.number().int(),
+  peak_at: z.object({ step: count, phase: z.string() }),
+  steps: z.array(stepResultSchema),
+  breakdown_at_peak: breakdownSchema,
+  /** The largest tensors alive at the peak (at most 20). */
+  largest_at_peak: z.array(liveTensorSchema),
+  timeline: timelineSchema,
+  /** torch.cuda.memory_stats() at the end. */
+  memory_stats: z.record(z.string(), z.number()),
+  /** torch.cuda.memory_summary() at the end. */
+  memory_summary: z.string(),
+  oom: oomSchema.nullable(),
+  notes: z.array(noteSchema),
+});
+
+export type StepResult = z.output<typeof stepResultSchema>;
+export type Breakdown = z.output<typeof breakdownSchema>;
+export type GpuUsed = z.output<typeof gpuUsedSchema>;
+export type SimulateResult = z.output<typeof simulateResultSchema>;

@@ -1,0 +1,91 @@
+/**
+ * The engine's ids worded for people: phases, memory categories, advice and notes (engine/result/advice.ts says
+ * which parameters each id carries). One place, so the views and the charts say the same thing.
+ */
+import type { AdviceItem, Note } from '../../../engine/result/index.ts';
+import type { Locale } from '../i18n/types.ts';
+import { results, type ResultMessages } from '../i18n/results.ts';
+import type { Category } from '../charts/categories.ts';
+import { formatBytes, formatCount } from '../charts/units.ts';
+
+export type M = ResultMessages;
+export const messagesFor = (locale: Locale): M => results[locale] as M;
+
+export function phaseName(m: M, phase: string): string {
+  switch (phase) {
+    case 'load':
+      return m.rPhaseLoad;
+    case 'forward':
+      return m.rPhaseForward;
+    case 'backward':
+      return m.rPhaseBackward;
+    case 'optimizer':
+      return m.rPhaseOptimizer;
+    case 'zero_grad':
+      return m.rPhaseZeroGrad;
+    default:
+      return phase;
+  }
+}
+
+export function categoryName(m: M, c: Category): string {
+  return {
+    parameter: m.rCatParameter,
+    gradient: m.rCatGradient,
+    optimizer_state: m.rCatOptimizerState,
+    activation: m.rCatActivation,
+    temporary: m.rCatTemporary,
+    workspace: m.rCatWorkspace,
+    input: m.rCatInput,
+    cached_free: m.rCatCachedFree,
+  }[c];
+}
+
+export function categoryHint(m: M, c: Category): string {
+  return c === 'activation' ? m.rCatActivationHint : c === 'temporary' ? m.rCatTemporaryHint : c === 'workspace' ? m.rCatWorkspaceHint : c === 'cached_free' ? m.rCatCachedFreeHint : '';
+}
+
+const OPTIMIZER_NAMES: Record<string, string> = { sgd: 'SGD', sgd_momentum: 'SGD (momentum)', adam: 'Adam', adamw: 'AdamW' };
+
+export interface AdviceWords {
+  title: string;
+  /** A second line: the exact setting, or what it keeps equal. */
+  detail: string | null;
+  /** The setting to copy, in code font. */
+  code: string | null;
+  cost: string;
+}
+
+export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
+  const n = (v: number) => formatCount(v, locale);
+  switch (a.id) {
+    case 'amp_bf16':
+      return { title: m.rAdviceAmpBf16, detail: null, code: 'torch.autocast("cuda", dtype=torch.bfloat16)', cost: m.rAdviceAmpBf16Cost };
+    case 'checkpointing':
+      return { title: m.rAdviceCheckpointing, detail: null, code: 'torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)', cost: m.rAdviceCheckpointingCost };
+    case 'fused_optimizer':
+      return { title: m.rAdviceFusedOptimizer(OPTIMIZER_NAMES[a.optimizer] ?? a.optimizer), detail: null, code: null, cost: m.rAdviceFusedOptimizerCost };
+    case 'accumulation':
+      return {
+        title: m.rAdviceAccumulation(n(a.micro_batch), a.steps),
+        detail: a.effective_batch === a.plan_effective_batch ? m.rAdviceAccumulationSame(n(a.effective_batch)) : m.rAdviceAccumulationOther(n(a.effective_batch), n(a.plan_effective_batch)),
+        code: null,
+        cost: m.rAdviceAccumulationCost,
+      };
+    case 'expandable_segments':
+      return { title: m.rAdviceExpandable, detail: null, code: `PYTORCH_CUDA_ALLOC_CONF=${a.alloc_conf}`, cost: m.rAdviceExpandableCost };
+    case 'sdpa':
+      return { title: m.rAdviceSdpa, detail: null, code: null, cost: m.rAdviceSdpaCost };
+  }
+}
+
+export function noteText(m: M, n: Note, locale: Locale): string {
+  switch (n.id) {
+    case 'parameters_loaded_in_training_dtype':
+      return m.rNoteParametersInDtype;
+    case 'stopped_at_oom':
+      return m.rNoteStoppedAtOom(n.step, phaseName(m, n.phase));
+    case 'custom_gpu_from_cap':
+      return m.rNoteCustomGpu(n.base_gpu, formatBytes(n.memory_limit_bytes, locale));
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * The plan being edited. The form's fields are kept as the user typed them (a config.json that is not JSON yet,
+ * an empty batch size): bad input is shown beside its field and never thrown away. `plan` is the plan file
+ * (docs/plan-format.md) those fields make, sent to the engine as it is; the engine's issues come back by path.
+ */
+import type { LayerSpec } from '../../../engine/index.ts';
+
+export type ModelMode = 'preset' | 'hf_config' | 'torchvision' | 'layers';
+export type Precision = 'fp32' | 'amp_bf16' | 'amp_fp16' | 'bf16' | 'fp16';
+export type Optimizer = 'sgd' | 'sgd_momentum' | 'adam' | 'adamw';
+export type OptimizerImpl = 'foreach' | 'fused' | 'for_loop';
+export type Checkpointing = 'off' | 'non_reentrant' | 'reentrant';
+export type TorchvisionName = 'resnet18' | 'resnet34' | 'resnet50' | 'resnet101' | 'resnet152' | 'vit_b_16' | 'vit_l_16';
+
+/** A layer as the editor holds it: the plan's layer plus a stable key for keyed lists and focus. */
+export type LayerDraft = { key: number; type: LayerSpec['type']; layers?: LayerDraft[]; [field: string]: unknown };
+
+export interface LocalIssue {
+  path: string;
+  message: string;
+}
+
+let nextKey = 1;
+export const newKey = (): number => nextKey++;
+
+/** Default fields of each layer type, as a new layer starts. */
+export const LAYER_DEFAULTS: Record<LayerSpec['type'], Record<string, unknown>> = {
+  linear: { in_features: 1024, out_features: 1024, bias: true },
+  conv2d: { in_channels: 3, out_channels: 64, kernel_size: 3, stride: 1, padding: 1, bias: true },
+  batch_norm2d: { num_features: 64 },
+  layer_norm: { normalized_shape: 1024 },
+  rms_norm: { normalized_shape: 1024 },
+  relu: {},
+  gelu: {},
+  silu: {},
+  tanh: {},
+  sigmoid: {},
+  flatten: {},
+  dropout: { p: 0.1 },
+  max_pool2d: { kernel_size: 2 },
+  adaptive_avg_pool2d: { output_size: 1 },
+  embedding: { num_embeddings: 32000, embedding_dim: 1024 },
+  self_attention: { embed_dim: 1024, num_heads: 16 },
+  residual: {},
+  repeat: { count: 4 },
+};
+
+export const LAYER_TYPES = Object.keys(LAYER_DEFAULTS) as LayerSpec['type'][];
+export const isBlock = (type: string): type is 'residual' | 'repeat' => type === 'residual' || type === 'repeat';
+
+export function newLayer(type: LayerSpec['type']): LayerDraft {
+  const draft: LayerDraft = { key: newKey(), type, ...structuredClone(LAYER_DEFAULTS[type]) };
+  if (isBlock(type)) draft.layers = [newLayer('linear'), newLayer('gelu')];
+  return draft;
+}
+
+export function toDraft(layer: LayerSpec): LayerDraft {
+  const { layers, ...fields } = layer as LayerSpec & { layers?: LayerSpec[] };
+  return { key: newKey(), ...fields, ...(layers ? { layers: layers.map(toDraft) } : {}) };
+}
+
+function fromDraft(draft: LayerDraft): unknown {
+  const { key: _key, layers, ...fields } = draft;
+  return { ...fields, ...(layers ? { layers: layers.map(fromDraft) } : {}) };
+}
+
+const EXAMPLE_LAYERS: LayerSpec[] = [
+  { type: 'linear', in_features: 1024, out_features: 4096 },
+  { type: 'gelu' },
+  { type: 'repeat', count: 4, layers: [{ type: 'residual', layers: [{ type: 'layer_norm', normalized_shape: 4096 }, { type: 'linear', in_features: 4096, out_features: 4096 }, { type: 'gelu' }] }] },
+  { type: 'linear', in_features: 4096, out_features: 1000 },
+];
+
+/** What a plan file's model and training settings are, for the fields that apply. */
+export type InputKind = 'tokens' | 'images' | 'layers';
+
+const VISION_PRESETS = /^(resnet|vit)/;
+
+interface Snapshot {
+  plan: unknown;
+  hfText: string;
+}
+
+export class PlanEditor {
+  name = $state('');
+  notes = $state('');
+  tags = $state<string[]>([]);
+  /** The saved plan this editor shows (null: not saved yet). */
+  savedId = $state<string | null>(null);
+  #savedState = $state('');
+
+  modelMode = $state<ModelMode>('preset');
+  preset = $state('gpt2');
+  hfText = $state('');
+  torchvision = $state<TorchvisionName>('resnet50');
+  numClasses = $state<number | null>(1000);
+  layers = $state<LayerDraft[]>(EXAMPLE_LAYERS.map(toDraft));
+  layerInput = $state<'features' | 'shape'>('features');
+  inputFeatures = $state<number | null>(1024);
+  inputShapeText = $state('3, 32, 32');
+
+  batchSize = $state<number | null>(8);
+  seqLen = $state<number | null>(1024);
+  imageSize = $state<number | null>(224);
+  precision = $state<Precision>('amp_bf16');
+  optimizer = $state<Optimizer>('adamw');
+  optimizerImpl = $state<OptimizerImpl>('foreach');
+  accumulation = $state<number | null>(1);
+  checkpointing = $state<Checkpointing>('off');
+  attention = $state<'sdpa' | 'eager'>('sdpa');
+  steps = $state<number | null>(3);
+
+  gpuMode = $state<'catalog' | 'custom'>('catalog');
+  gpuName = $state('h100-sxm');
+  customGiB = $state<number | null>(40);
+  allocatorConf = $state('');
+
+  /** The pasted config.json, parsed (or why it is not JSON). */
+  hfParsed: { ok: true; value: unknown } | { ok: false; message: string } = $derived.by(() => {
+    if (this.hfText.trim() === '') return { ok: false, message: 'empty' };
+    try {
+      return { ok: true, value: JSON.parse(this.hfText) };
+    } catch (error) {
+      return { ok: false, message: (error as Error).message };
+    }
+  });
+
+  inputShape: number[] | null = $derived.by(() => {
+    const parts = this.inputShapeText.split(/[\s,x×]+/).filter(Boolean).map(Number);
+    return parts.length > 0 && parts.every((n) => Number.isFinite(n)) ? parts : null;
+  });
+
+  /** Problems found here, before the engine: text that is not JSON, a shape that is not numbers. */
+  localIssues: LocalIssue[] = $derived.by(() => {
+    const out: LocalIssue[] = [];
+    if (this.modelMode === 'hf_config' && !this.hfParsed.ok) out.push({ path: 'model.hf_config', message: this.hfParsed.message === 'empty' ? 'local:hf_empty' : `local:hf_json:${this.hfParsed.message}` });
+    if (this.modelMode === 'layers' && this.layerInput === 'shape' && !this.inputShape) out.push({ path: 'model.input_shape', message: 'local:shape' });
+    return out;
+  });
+
+  inputKind: InputKind = $derived.by(() => {
+    switch (this.modelMode) {
+      case 'preset':
+        return VISION_PRESETS.test(this.preset) ? 'images' : 'tokens';
+      case 'hf_config':
+        return 'tokens';
+      case 'torchvision':
+        return 'images';
+      default:
+        return 'layers';
+    }
+  });
+
+  /** The Hugging Face models have attention implementations to pick from; the others do not use the setting. */
+  usesAttention: boolean = $derived(this.inputKind === 'tokens' || (this.modelMode === 'layers' && JSON.stringify(this.layers).includes('self_attention')));
+
+  model: unknown = $derived.by(() => {
+    switch (this.modelMode) {
+      case 'preset':
+        return { preset: this.preset };
+      case 'hf_config':
+        return { hf_config: this.hfParsed.ok ? this.hfParsed.value : {} };
+      case 'torchvision':
+        return { torchvision: this.torchvision, num_classes: this.numClasses };
+      default:
+        return this.layerInput === 'features'
+          ? { layers: this.layers.map(fromDraft), input_features: this.inputFeatures }
+          : { layers: this.layers.map(fromDraft), input_shape: this.inputShape ?? [] };
+    }
+  });
+
+  /** The plan file these fields make (not yet validated: the engine says what is wrong, by path). */
+  plan: Record<string, unknown> = $derived.by(() => {
+    const training: Record<string, unknown> = {
+      batch_size: this.batchSize,
+      precision: this.precision,
+      optimizer: this.optimizer,
+      optimizer_impl: this.optimizerImpl,
+      grad_accumulation_steps: this.accumulation,
+      activation_checkpointing: this.checkpointing === 'off' ? false : this.checkpointing,
+      attention: this.attention,
+      steps: this.steps,
+    };
+    if (this.inputKind === 'tokens') training.seq_len = this.seqLen;
+    if (this.inputKind === 'images') training.image_size = this.imageSize;
+    return {
+      format: 'memplan.plan',
+      version: 1,
+      name: this.name,
+      model: this.model,
+      training,
+      allocator: { conf: this.allocatorConf },
+      gpu: this.gpuMode === 'catalog' ? { name: this.gpuName } : { memory_limit_bytes: this.customGiB === null ? null : Math.round(this.customGiB * 1024 ** 3) },
+    };
+  });
+
+  /** Whether the plan can go to the engine at all (local problems block it; engine problems come back). */
+  sendable: boolean = $derived(this.localIssues.length === 0);
+
+  #state(): string {
+    return JSON.stringify({ plan: this.plan, hfText: this.modelMode === 'hf_config' ? this.hfText : '', notes: this.notes, tags: this.tags } satisfies Snapshot & { notes: string; tags: string[] });
+  }
+
+  /** Edited since it was last saved or opened. */
+  dirty: boolean = $derived(this.#savedState !== this.#state());
+
+  markSaved(id: string | null): void {
+    this.savedId = id;
+    this.#savedState = this.#state();
+  }
+
+  /** Reads a plan file into the fields (an opened saved plan, an opened file). */
+  load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
+    const model = (plan.model ?? {}) as Record<string, unknown>;
+    const training = (plan.training ?? {}) as Record<string, unknown>;
+    if (typeof model.preset === 'string') {
+      this.modelMode = 'preset';
+      this.preset = model.preset;
+    } else if (model.hf_config !== undefined) {
+      this.modelMode = 'hf_config';
+      this.hfText = JSON.stringify(model.hf_config, null, 2);
+    } else if (typeof model.torchvision === 'string') {
+      this.modelMode = 'torchvision';
+      this.torchvision = model.torchvision as TorchvisionName;
+      this.numClasses = (model.num_classes as number | undefined) ?? 1000;
+    } else if (Array.isArray(model.layers)) {
+      this.modelMode = 'layers';
+      this.layers = (model.layers as LayerSpec[]).map(toDraft);
+      if (Array.isArray(model.input_shape)) {
+        this.layerInput = 'shape';
+        this.inputShapeText = (model.input_shape as number[]).join(', ');
+      } else {
+        this.layerInput = 'features';
+        this.inputFeatures = (model.input_features as number | undefined) ?? null;
+      }
+    }
+    const num = (v: unknown, fallback: number | null) => (typeof v === 'number' ? v : v === undefined ? fallback : null);
+    this.batchSize = num(training.batch_size, 8);
+    this.seqLen = num(training.seq_len, 512);
+    this.imageSize = num(training.image_size, 224);
+    this.precision = (training.precision as Precision | undefined) ?? 'fp32';
+    this.optimizer = (training.optimizer as Optimizer | undefined) ?? 'adamw';
+    this.optimizerImpl = (training.optimizer_impl as OptimizerImpl | undefined) ?? 'foreach';
+    this.accumulation = num(training.grad_accumulation_steps, 1);
+    const ckpt = training.activation_checkpointing;
+    this.checkpointing = ckpt === true ? 'non_reentrant' : ckpt === 'non_reentrant' || ckpt === 'reentrant' ? ckpt : 'off';
+    this.attention = training.attention === 'eager' ? 'eager' : 'sdpa';
+    this.steps = num(training.steps, 3);
+    const gpu = (plan.gpu ?? {}) as Record<string, unknown>;
+    if (typeof gpu.memory_limit_bytes === 'number') {
+      this.gpuMode = 'custom';
+      this.customGiB = Math.round((gpu.memory_limit_bytes / 1024 ** 3) * 100) / 100;
+    } else {
+      this.gpuMode = 'catalog';
+      this.gpuName = typeof gpu.name === 'string' ? gpu.name : 'h100-sxm';
+    }
+    this.allocatorConf = ((plan.allocator ?? {}) as { conf?: string }).conf ?? '';
+    this.name = meta.name ?? (typeof plan.name === 'string' ? plan.name : '');
+    this.notes = meta.notes ?? '';
+    this.tags = meta.tags ?? [];
+    this.markSaved(meta.id ?? null);
+  }
+
+  /** A fresh plan (GPT-2, AMP bf16 on an H100), not saved. */
+  reset(): void {
+    this.load({ model: { preset: 'gpt2' }, training: { batch_size: 8, seq_len: 1024, precision: 'amp_bf16' }, gpu: { name: 'h100-sxm' } }, { name: '' });
+    this.hfText = '';
+    this.layers = EXAMPLE_LAYERS.map(toDraft);
+    this.markSaved(null);
+  }
+
+  /** `expandable_segments:True` in the allocator string, switched on or off without touching the other options. */
+  get expandableSegments(): boolean {
+    return /(^|,)\s*expandable_segments\s*:\s*true\s*(,|$)/i.test(this.allocatorConf);
+  }
+
+  set expandableSegments(on: boolean) {
+    const others = this.allocatorConf
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '' && !/^expandable_segments\s*:/i.test(s));
+    this.allocatorConf = (on ? ['expandable_segments:True', ...others] : others).join(',');
+  }
+}

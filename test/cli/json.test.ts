@@ -1,0 +1,117 @@
+/**
+ * Every `--json` prints the engine's result objects (engine/result/): each output parses with its schema, and
+ * what the CLI adds beside a result (the advice) parses with its own. Also the issue-13 contradictions, in the CLI.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { adviceResultSchema, gpuListSchema, maxBatchResultSchema, presetListSchema, simulateResultSchema } from '../../engine/index.ts';
+
+const root = new URL('../../', import.meta.url).pathname;
+function memplan(...args: string[]) {
+  const r = spawnSync(process.execPath, [join(root, 'cli/memplan.ts'), ...args], { encoding: 'utf8', cwd: root });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+const scratch = mkdtempSync(join(tmpdir(), 'memplan-json-'));
+/** A plan file in the scratch folder. */
+function planFile(name: string, plan: object): string {
+  const path = join(scratch, name);
+  writeFileSync(path, JSON.stringify(plan));
+  return path;
+}
+const json = (...args: string[]) => {
+  const r = memplan(...args);
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout.trim().split('\n')).toHaveLength(1); // one JSON object
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+};
+
+describe('--json prints the result schema', () => {
+  it('simulate: a simulate result (timeline columns as plain arrays, snake_case steps) with its advice', () => {
+    const out = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
+    const result = simulateResultSchema.parse(out);
+    expect(result.timeline.allocated_max).toBeInstanceOf(Float64Array);
+    expect(Math.max(...result.timeline.allocated_max)).toBe(result.peak_allocated_bytes);
+    expect(Object.keys((out.steps as object[])[0]!)).toContain('peak_allocated_bytes');
+    expect(JSON.stringify(out)).not.toMatch(/"[a-z]+[A-Z][A-Za-z]*":/); // no camelCase key anywhere
+    adviceResultSchema.parse(out.advice);
+  });
+
+  it('simulate --json --summary includes the memory summary', () => {
+    const out = simulateResultSchema.parse(json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--summary'));
+    expect(out.memory_summary).toContain('PyTorch CUDA memory summary');
+  });
+
+  it('max-batch: a max-batch result with its advice', () => {
+    const out = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit-bytes', String(2 ** 31), '--json');
+    const result = maxBatchResultSchema.parse(out);
+    expect(result.trials.map((t) => t.index)).toEqual(result.trials.map((_, i) => i + 1));
+    adviceResultSchema.parse(out.advice);
+    expect(JSON.stringify(out)).not.toMatch(/"[a-z]+[A-Z][A-Za-z]*":/);
+  });
+
+  it('gpus and presets: one JSON object each', () => {
+    expect(gpuListSchema.parse(json('gpus', '--json')).default_gpu).toBe('h100-sxm');
+    expect(presetListSchema.parse(json('presets', '--json')).presets.length).toBeGreaterThan(10);
+  });
+});
+
+describe('what the CLI says does not contradict itself (issue 13)', () => {
+  it('max-batch: the accumulation advice agrees with the largest batch beside it', () => {
+    for (const [file, extra] of [
+      ['examples/mlp-fp16.plan.json', ['--memory-limit-bytes', '8589934592']],
+      ['examples/resnet50-amp.plan.json', []],
+    ] as const) {
+      const out = json('max-batch', file, ...extra, '--json');
+      const result = maxBatchResultSchema.parse(out);
+      const advice = adviceResultSchema.parse(out.advice);
+      const accumulation = advice.advice.find((a) => a.id === 'accumulation');
+      expect(accumulation, file).toBeDefined();
+      if (accumulation?.id !== 'accumulation') continue;
+      expect(accumulation.micro_batch).toBeLessThanOrEqual(result.max_batch);
+      expect(accumulation.effective_batch).toBe(accumulation.micro_batch * accumulation.steps);
+      expect(accumulation.effective_batch).toBeGreaterThan(result.effective_batch);
+      const text = memplan('max-batch', file, ...extra).stdout;
+      expect(text).not.toContain('the same effective batch');
+    }
+  });
+
+  it('simulate lists no change that saves nothing or costs memory, and no heading over an empty list', () => {
+    const text = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json').stdout;
+    expect(text).not.toMatch(/^\s+\+/m); // "+358.00 MiB micro-batch 1 ..."
+    expect(text).not.toMatch(/^\s+-?0 bytes/m);
+    const out = json('simulate', 'examples/llama-3-8b-bf16.plan.json', '--json');
+    for (const a of adviceResultSchema.parse(out.advice).advice) expect(a.saved_bytes).toBeGreaterThan(0);
+    if (adviceResultSchema.parse(out.advice).advice.length === 0) expect(text).not.toContain('What changes would save');
+  });
+
+  it('max-batch never recommends 0 when a batch fits (GPT-2 XL on an A100 40 GB)', () => {
+    const path = planFile('gpt2-xl.plan.json', { format: 'memplan.plan', version: 1, model: { preset: 'gpt2-xl' }, training: { batch_size: 1, seq_len: 1024, precision: 'amp_bf16', optimizer: 'adamw' }, gpu: { name: 'a100-40gb' } });
+    const result = maxBatchResultSchema.parse(json('max-batch', path, '--json'));
+    expect(result.max_batch).toBeGreaterThan(0);
+    expect(result.recommendation.batch).toBeGreaterThan(0);
+    expect(result.recommendation.batch).toBeLessThanOrEqual(result.max_batch);
+    expect(memplan('max-batch', path).stdout).not.toContain('Recommended: 0');
+  });
+
+  it('an OOM reports the model, not the state at the failure (Llama-3-70B on an H100)', () => {
+    const path = planFile('llama-70b.plan.json', { format: 'memplan.plan', version: 1, model: { preset: 'llama-3-70b' }, training: { batch_size: 1, seq_len: 1024, precision: 'bf16' } });
+    const out = simulateResultSchema.parse(json('simulate', path, '--json'));
+    expect(out.fits).toBe(false);
+    expect(out.model.parameter_count).toBeGreaterThan(70e9);
+    expect(memplan('simulate', path).stdout).toMatch(/70,\d{3},\d{3},\d{3} parameters/);
+  });
+
+  it('an OOM in step 1 reports the step peaks reached, not 0 bytes (Llama-3-8B on an RTX 4090)', () => {
+    const example = JSON.parse(readFileSync(join(root, 'examples/llama-3-8b-bf16.plan.json'), 'utf8')) as object;
+    const path = planFile('llama-8b-4090.plan.json', { ...example, gpu: { name: 'rtx-4090' } });
+    const out = simulateResultSchema.parse(json('simulate', path, '--json'));
+    expect(out.fits).toBe(false);
+    const failing = out.steps.at(-1)!;
+    expect(failing.incomplete).toBe(true);
+    expect(failing.peak_allocated_bytes).toBeGreaterThan(0);
+    expect(memplan('simulate', path).stdout).not.toContain('0 bytes / 0 bytes');
+  });
+});

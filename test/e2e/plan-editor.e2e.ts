@@ -1,0 +1,209 @@
+/// <reference lib="dom" />
+// Code inside page.evaluate runs in the page: the DOM types describe it.
+/**
+ * The plan editor: a preset simulated, a pasted config.json, a layer list edited (add, nest, reorder by buttons
+ * and keys, remove), and bad input shown beside its field with the user's text kept.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { launchApp, resultNumbers, screenshot, waitForResult, type App } from './harness.ts';
+
+const GiB = 1024 ** 3;
+
+/** meta-llama/Llama-3.2-1B's config.json as published. */
+const LLAMA_CONFIG = JSON.stringify(
+  {
+    architectures: ['LlamaForCausalLM'],
+    attention_bias: false,
+    bos_token_id: 128000,
+    eos_token_id: 128001,
+    head_dim: 64,
+    hidden_act: 'silu',
+    hidden_size: 2048,
+    intermediate_size: 8192,
+    max_position_embeddings: 131072,
+    model_type: 'llama',
+    num_attention_heads: 32,
+    num_hidden_layers: 16,
+    num_key_value_heads: 8,
+    rms_norm_eps: 1e-5,
+    rope_scaling: { factor: 32.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_max_position_embeddings: 8192, rope_type: 'llama3' },
+    rope_theta: 500000.0,
+    tie_word_embeddings: true,
+    torch_dtype: 'bfloat16',
+    vocab_size: 128256,
+  },
+  null,
+  2,
+);
+
+let app: App;
+beforeAll(async () => {
+  app = await launchApp();
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+describe('the plan editor', () => {
+  test('GPT-2 (a preset) is simulated as it is picked, and again on Ctrl+Enter', async () => {
+    const { page } = app;
+    await page.locator('button[data-mode="preset"]').click();
+    await page.locator('#preset').selectOption('gpt2');
+    await page.locator('#tab-training').click();
+    await page.locator('#batch-size').fill('8');
+    await page.locator('#seq-len').fill('1024');
+    await waitForResult(page);
+    const first = await resultNumbers(page);
+    expect(first.fits).toBe(true);
+    expect(first.peakAllocated).toBeGreaterThan(1 * GiB);
+    expect(first.peakReserved).toBeGreaterThanOrEqual(first.peakAllocated);
+
+    // A larger batch takes more memory, without pressing anything.
+    await page.locator('#batch-size').fill('16');
+    await page.waitForFunction((before) => Number(document.querySelector('section.results')?.getAttribute('data-peak-reserved')) > before, first.peakReserved);
+    await waitForResult(page);
+    expect((await resultNumbers(page)).peakReserved).toBeGreaterThan(first.peakReserved);
+
+    await page.keyboard.press('Control+Enter');
+    await waitForResult(page);
+    await page.locator('#tab-model').click();
+    await screenshot(page, 'simulate-gpt2-en-light');
+    expect(app.errors).toEqual([]);
+  });
+
+  test('an edit of GPT-2 XL (batch 4, seq 1024, AMP bf16, AdamW) is on screen shortly after it', async () => {
+    const { page } = app;
+    await page.locator('#tab-model').click();
+    await page.locator('#preset').selectOption('gpt2-xl');
+    await page.locator('#tab-training').click();
+    await page.locator('#seq-len').fill('1024');
+    await page.locator('#batch-size').fill('4');
+    await page.locator('input[name="precision"][value="amp_bf16"]').check();
+    await waitForResult(page);
+    const times: number[] = [];
+    const workerTimes: string[] = [];
+    for (const batch of [5, 6, 5, 4]) {
+      await page.waitForTimeout(300);
+      const ms = await page.evaluate(async (b) => {
+        const section = document.querySelector('section.results')!;
+        const input = document.querySelector<HTMLInputElement>('#batch-size')!;
+        const before = section.getAttribute('data-peak-reserved');
+        const start = performance.now();
+        const done = new Promise<number>((resolve) => {
+          const observer = new MutationObserver(() => {
+            if (section.getAttribute('data-result-state') === 'ready' && section.getAttribute('data-peak-reserved') !== before) {
+              observer.disconnect();
+              requestAnimationFrame(() => resolve(performance.now() - start));
+            }
+          });
+          observer.observe(section, { attributes: true });
+        });
+        input.value = String(b);
+        input.dispatchEvent(new Event('input', { bubbles: true }));
+        return done;
+      }, batch);
+      times.push(ms);
+      workerTimes.push((await page.locator('.timing').textContent())?.trim() ?? '');
+    }
+    console.log(`GPT-2 XL edit to result on screen (ms): ${times.map((t) => t.toFixed(0)).join(', ')}; the worker's answers: ${workerTimes.join('; ')}`);
+    expect(Math.min(...times)).toBeLessThan(1000);
+  });
+
+  test('a pasted Llama config.json is simulated', async () => {
+    const { page } = app;
+    await page.locator('#tab-model').click();
+    await page.locator('button[data-mode="hf_config"]').click();
+    await page.locator('#hf-config').fill(LLAMA_CONFIG);
+    await page.locator('#tab-training').click();
+    await page.locator('#batch-size').fill('4');
+    await page.locator('#seq-len').fill('2048');
+    await waitForResult(page);
+    const r = await resultNumbers(page);
+    // 1.24B parameters with fp32 weights, AdamW state and gradients: at least 16 bytes a parameter.
+    expect(r.peakAllocated).toBeGreaterThan(1.2e9 * 16);
+    await page.locator('#tab-model').click();
+    await expect.poll(() => page.locator('.detected').textContent()).toContain('llama');
+    await screenshot(page, 'config-json-llama-en');
+  });
+
+  test('bad input is shown beside its field, and the text is kept', async () => {
+    const { page } = app;
+    // A config.json that is not JSON: the error under the text area, the text untouched.
+    const broken = LLAMA_CONFIG.replace('"hidden_size": 2048,', '"hidden_size": 2048');
+    await page.locator('#hf-config').fill(broken);
+    const hfIssue = page.locator('#hf-config-issues');
+    await expect.poll(() => hfIssue.textContent()).toMatch(/Not valid JSON/);
+    expect(await page.locator('#hf-config').inputValue()).toBe(broken);
+
+    // A value the engine refuses: named beside the field (and its tab counts it).
+    await page.locator('#hf-config').fill(LLAMA_CONFIG.replace('"num_key_value_heads": 8', '"num_key_value_heads": 7'));
+    await expect.poll(() => hfIssue.textContent(), { timeout: 20_000 }).toContain('num_key_value_heads');
+
+    // A batch size of 0, in the Training tab.
+    await page.locator('#hf-config').fill(LLAMA_CONFIG);
+    await page.locator('#tab-training').click();
+    await page.locator('#batch-size').fill('0');
+    const field = page.locator('[data-path="training.batch_size"]');
+    await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toMatch(/positive/);
+    expect(await page.locator('#batch-size').getAttribute('aria-invalid')).toBe('true');
+    expect(await page.locator('#batch-size').inputValue()).toBe('0');
+    expect(await page.locator('[data-testid="plan-problems"]').textContent()).toContain('training.batch_size');
+    expect(await page.locator('#tab-training .badge-count').textContent()).toBe('1');
+    await screenshot(page, 'bad-input-en');
+
+    // Fixed: the problem goes, the result comes back.
+    await page.locator('#batch-size').fill('4');
+    await waitForResult(page);
+    expect(await field.locator('.issues').count()).toBe(0);
+  });
+
+  test('a layer list is edited: add, nest, reorder with buttons and keys, remove', async () => {
+    const { page } = app;
+    await page.locator('#tab-model').click();
+    await page.locator('button[data-mode="layers"]').click();
+    await waitForResult(page);
+    const before = await resultNumbers(page);
+    const rows = page.locator('ol.list[aria-label] > li.row');
+    const initial = await rows.count();
+
+    // Add a layer at the end and give it a field value.
+    await page.locator('#add-top').selectOption('linear');
+    await page.locator('.foot [data-testid="add-layer"]').click();
+    await expect.poll(() => rows.count()).toBe(initial + 1);
+    const last = rows.nth(initial);
+    await last.locator('input[aria-label="in_features"]').fill('1000');
+    await last.locator('input[aria-label="out_features"]').fill('10');
+
+    // Move it up with its button, then back down with Alt+ArrowDown on the focused row.
+    await last.locator('button[aria-label="Move up"]').click();
+    await expect.poll(() => rows.nth(initial - 1).locator('input[aria-label="out_features"]').inputValue()).toBe('10');
+    await rows.nth(initial - 1).focus();
+    await page.keyboard.press('Alt+ArrowDown');
+    await expect.poll(() => rows.nth(initial).locator('input[aria-label="out_features"]').inputValue()).toBe('10');
+
+    // Nest: a residual block, with a layer added inside it.
+    await page.locator('#add-top').selectOption('residual');
+    await page.locator('.foot [data-testid="add-layer"]').click();
+    const block = rows.nth(initial + 1);
+    const inner = block.locator('ol.list > li.row');
+    const innerCount = await inner.count();
+    await block.locator('.body select').selectOption('layer_norm');
+    await block.locator('.body [data-testid="add-layer"]').click();
+    await expect.poll(() => inner.count()).toBe(innerCount + 1);
+
+    // The block's inner layers must match the width flowing in: 10 features after the new last linear.
+    for (const input of await block.locator('input[type="number"]').all()) await input.fill('10');
+    await waitForResult(page);
+    await screenshot(page, 'layer-list-en');
+
+    // Remove the block with Delete on its row, and the added linear with its button.
+    await block.focus();
+    await page.keyboard.press('Delete');
+    await expect.poll(() => rows.count()).toBe(initial + 1);
+    await rows.nth(initial).locator('button[aria-label="Remove"]').click();
+    await expect.poll(() => rows.count()).toBe(initial);
+    await waitForResult(page);
+    expect((await resultNumbers(page)).peakReserved).toBe(before.peakReserved);
+    expect(app.errors).toEqual([]);
+  });
+});
