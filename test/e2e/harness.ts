@@ -89,7 +89,8 @@ export async function resultNumbers(page: Page): Promise<{ peakAllocated: number
 export async function screenshot(page: Page, name: string, { keepToasts = false } = {}): Promise<string> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   if (!keepToasts) {
-    for (const close of await page.locator('.toast .close').all()) await close.click().catch(() => undefined);
+    // a toast may leave on its own between listing and clicking: a short timeout, not the default 30 s
+    for (const close of await page.locator('.toast .close').all()) await close.click({ timeout: 500 }).catch(() => undefined);
     await page.locator('.toast').first().waitFor({ state: 'detached', timeout: 2000 }).catch(() => undefined);
   }
   await page.mouse.move(1, 1);
