@@ -21,6 +21,7 @@ export { adviseSteps, advise, planVariants, variants, type AdviceEvent, type Adv
 export { readSnapshotBytes, parseSnapshot, type MemorySnapshot } from './snapshot/snapshot.ts';
 export { replay, replaySteps, DEFAULT_WHAT_IFS, type ReplayRequest } from './snapshot/replay-result.ts';
 export { maybeGunzip } from './snapshot/gzip.ts';
+export * from './compare/index.ts';
 
 // Models the plan can name.
 export { PRESETS, PRESET_NAMES, type Preset } from './models/presets.ts';
