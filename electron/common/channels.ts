@@ -18,6 +18,10 @@ export const INVOKE_CHANNELS = [
   'files:openText',
   'files:openBytes',
   'files:saveText',
+  'comparisons:list',
+  'comparisons:get',
+  'comparisons:save',
+  'comparisons:delete',
   'app:info',
 ] as const;
 

@@ -134,6 +134,48 @@ export const appInfoSchema = z.object({
   notices: z.array(storageNoticeSchema),
 });
 
+// Comparisons: 2 to 4 saved plans side by side, in the order chosen (the first is the one the others are measured against).
+export const MIN_COMPARED_PLANS = 2;
+export const MAX_COMPARED_PLANS = 4;
+
+export const comparisonIdSchema = z.uuid({ error: 'must be a comparison id (a UUID)' });
+
+export const comparedPlanIdsSchema = z
+  .array(planIdSchema, { error: 'must be a list of plan ids' })
+  .min(MIN_COMPARED_PLANS, `must name at least ${MIN_COMPARED_PLANS} plans`)
+  .max(MAX_COMPARED_PLANS, `must name at most ${MAX_COMPARED_PLANS} plans`)
+  .refine((ids) => new Set(ids).size === ids.length, 'must not name a plan twice');
+
+export const comparisonSummarySchema = z.object({
+  id: comparisonIdSchema,
+  name: z.string(),
+  /** In column order. */
+  plan_ids: z.array(planIdSchema),
+  created_at: z.iso.datetime(),
+  updated_at: z.iso.datetime(),
+});
+
+/**
+ * One column of a saved comparison. `status`: `current` (the plan as it was compared), `edited` (saved again since,
+ * or compared before memplan recorded versions: `plan` is its current version), `deleted` (deleted since: `plan`
+ * is null), `damaged` (its row cannot be read).
+ */
+export const comparedPlanSchema = z.object({
+  plan_id: planIdSchema,
+  /** The plan's updated_at when the comparison was saved. */
+  compared_updated_at: z.iso.datetime().nullable(),
+  status: z.enum(['current', 'edited', 'deleted', 'damaged']),
+  plan: planRecordSchema.nullable(),
+});
+
+export const comparisonRecordSchema = comparisonSummarySchema.extend({ plans: z.array(comparedPlanSchema) });
+
+export const comparisonListSchema = z.object({
+  /** Newest first (last saved). */
+  comparisons: z.array(comparisonSummarySchema),
+  problems: z.array(rowProblemSchema),
+});
+
 const noArgs = z.strictObject({}).optional();
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -191,6 +233,20 @@ export const contract = {
     }),
     result: z.object({ name: z.string() }).nullable(),
   },
+  /** Saved comparisons, newest first; deleted ones left out. */
+  'comparisons:list': { args: noArgs, result: comparisonListSchema },
+  /** One comparison with each of its plans as it is now (and whether it changed since); null if there is none. */
+  'comparisons:get': { args: z.strictObject({ id: comparisonIdSchema }), result: comparisonRecordSchema.nullable() },
+  /**
+   * Inserts (no id) or replaces (id) a comparison: its name and its plans in column order, each recorded at its
+   * current version. Every plan must be saved and not deleted.
+   */
+  'comparisons:save': {
+    args: z.strictObject({ id: comparisonIdSchema.optional(), name: planNameSchema, plan_ids: comparedPlanIdsSchema }),
+    result: comparisonSummarySchema,
+  },
+  /** Removes the comparison (its plans stay). */
+  'comparisons:delete': { args: z.strictObject({ id: comparisonIdSchema }), result: z.object({ id: comparisonIdSchema }) },
   'app:info': { args: noArgs, result: appInfoSchema },
 } as const satisfies Record<InvokeChannel, { args: z.ZodType; result: z.ZodType }>;
 
@@ -230,6 +286,10 @@ export type UndoToken = z.output<typeof undoTokenSchema>;
 export type StorageNotice = z.output<typeof storageNoticeSchema>;
 export type AppInfo = z.output<typeof appInfoSchema>;
 export type FileFilter = z.output<typeof fileFilterSchema>;
+export type ComparisonSummary = z.output<typeof comparisonSummarySchema>;
+export type ComparisonRecord = z.output<typeof comparisonRecordSchema>;
+export type ComparedPlan = z.output<typeof comparedPlanSchema>;
+export type ComparisonList = z.output<typeof comparisonListSchema>;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Messages

@@ -4,6 +4,7 @@
  * implemented with Electron's native dialogs in electron/main/dialogs.ts and with a queue in the bridge.
  */
 import type { AppInfo, ChannelResult, FileFilter, Handlers } from '../../common/ipc.ts';
+import type { ComparisonStore } from '../storage/comparison-store.ts';
 import type { PlanStore } from '../storage/plan-store.ts';
 
 export interface Dialogs {
@@ -17,11 +18,12 @@ export interface Dialogs {
 
 export interface HandlerContext {
   plans: PlanStore;
+  comparisons: ComparisonStore;
   dialogs: Dialogs;
   info: () => AppInfo;
 }
 
-export function createHandlers({ plans, dialogs, info }: HandlerContext): Handlers {
+export function createHandlers({ plans, comparisons, dialogs, info }: HandlerContext): Handlers {
   return {
     'plans:list': ({ query }) => plans.list(query),
     'plans:get': ({ id }) => plans.get(id),
@@ -33,6 +35,10 @@ export function createHandlers({ plans, dialogs, info }: HandlerContext): Handle
     'files:openText': ({ purpose }) => dialogs.openText(purpose),
     'files:openBytes': ({ purpose }) => dialogs.openBytes(purpose),
     'files:saveText': (args) => dialogs.saveText(args),
+    'comparisons:list': () => comparisons.list(),
+    'comparisons:get': ({ id }) => comparisons.get(id),
+    'comparisons:save': (args) => comparisons.save(args),
+    'comparisons:delete': ({ id }) => comparisons.delete(id),
     'app:info': () => info(),
   };
 }

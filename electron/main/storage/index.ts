@@ -1,15 +1,17 @@
 /**
  * Storage as the main process and the test bridge open it: the database (database.ts: check, back up, recover,
- * migrate), the plan store on it, deleted plans past their undo period purged, and what to tell the user.
+ * migrate), the plan and comparison stores on it, deleted plans past their undo period purged, and what to tell the user.
  */
 import type { StorageNotice } from '../../common/ipc.ts';
 import { openDatabase, type OpenOptions } from './database.ts';
+import { ComparisonStore } from './comparison-store.ts';
 import { PlanStore, type PlanStoreOptions } from './plan-store.ts';
 
 export const DATABASE_FILE = 'plans.sqlite';
 
 export interface Storage {
   plans: PlanStore;
+  comparisons: ComparisonStore;
   path: string;
   notices: StorageNotice[];
   close(): void;
@@ -19,10 +21,12 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
   const opened = openDatabase(path, options);
   const plans = new PlanStore(opened.db, options);
   plans.purgeDeleted();
-  const damaged = plans.list().problems.length;
+  const comparisons = new ComparisonStore(opened.db, plans, options);
+  const damaged = plans.list().problems.length + comparisons.list().problems.length;
   const notices: StorageNotice[] = [...opened.notices, ...(damaged > 0 ? [{ id: 'rows_damaged' as const, count: damaged }] : [])];
   return {
     plans,
+    comparisons,
     path,
     notices,
     close: () => {
@@ -33,3 +37,4 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
 
 export { DatabaseTooNewError } from './database.ts';
 export { PlanNotFoundError } from './plan-store.ts';
+export { ComparisonNotFoundError } from './comparison-store.ts';

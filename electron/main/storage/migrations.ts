@@ -70,6 +70,15 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX snapshots_by_plan ON snapshots (plan_id);
     `,
   },
+  {
+    version: 3,
+    description: 'comparisons: which version of each plan was compared (its updated_at when the comparison was saved), listed newest first',
+    sql: `
+      -- A plan edited after the comparison was saved is shown as it is now, and the comparison says so.
+      ALTER TABLE comparison_plans ADD COLUMN plan_updated_at TEXT NOT NULL DEFAULT '';
+      CREATE INDEX comparisons_listed ON comparisons (deleted_at, updated_at DESC);
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { DatabaseTooNewError, openDatabase } from '../../../electron/main/storage/database.ts';
 import { LATEST_VERSION, MIGRATIONS, migrate, userVersion } from '../../../electron/main/storage/migrations.ts';
 import { openStorage } from '../../../electron/main/storage/index.ts';
+import { PlanStore } from '../../../electron/main/storage/plan-store.ts';
 import { resnetPlan, tempDir } from '../helpers.ts';
 
 const FIXED_NOW = () => new Date('2026-11-24T03:40:00.000Z');
@@ -32,16 +33,14 @@ describe('opening plans.sqlite', () => {
     const dir = tempDir();
     const path = join(dir, 'plans.sqlite');
     const v1 = openDatabase(path, { migrations: MIGRATIONS.slice(0, 1) });
-    const store = openStorage(path, { migrations: MIGRATIONS.slice(0, 1) });
-    const saved = store.plans.save({ name: 'kept across the migration', plan: resnetPlan(), notes: 'n', tags: ['a'], result: null });
-    store.close();
+    const saved = new PlanStore(v1.db).save({ name: 'kept across the migration', plan: resnetPlan(), notes: 'n', tags: ['a'], result: null });
     v1.db.close();
 
     const { db, notices, migrated } = openDatabase(path, { now: FIXED_NOW });
-    expect(migrated).toEqual([2]);
-    expect(userVersion(db)).toBe(2);
+    expect(migrated).toEqual(MIGRATIONS.slice(1).map((m) => m.version));
+    expect(userVersion(db)).toBe(LATEST_VERSION);
     const backupPath = join(dir, 'backups', 'plans-v1-2026-11-24T03-40-00-000Z.sqlite');
-    expect(notices).toEqual([{ id: 'database_backed_up', path: backupPath, from_version: 1, to_version: 2 }]);
+    expect(notices).toEqual([{ id: 'database_backed_up', path: backupPath, from_version: 1, to_version: LATEST_VERSION }]);
     expect((db.prepare('SELECT name FROM plans WHERE id = ?').get(saved.id) as { name: string }).name).toBe('kept across the migration');
     db.close();
 
