@@ -62,6 +62,27 @@ export interface CachingAllocatorOptions {
 }
 
 /** `torch.OutOfMemoryError` (`torch.cuda.OutOfMemoryError`), with PyTorch's message. */
+/** One block of a segment, as `torch.cuda.memory_snapshot()` lists it (`BlockInfo`). */
+export interface SegmentBlockInfo {
+  address: number;
+  size: number;
+  /** What the caller asked for (0 unless allocated). */
+  requested_size: number;
+  /** `active_allocated`: handed out; `active_pending_free`: freed, waiting on a stream's event; `inactive`: cached free. */
+  state: 'active_allocated' | 'active_pending_free' | 'inactive';
+}
+
+/** One segment (`SegmentInfo`): a cudaMalloc, or the mapped part of an expandable segment. */
+export interface SegmentInfo {
+  address: number;
+  total_size: number;
+  allocated_size: number;
+  stream: number;
+  segment_type: 'small' | 'large';
+  is_expandable: boolean;
+  blocks: SegmentBlockInfo[];
+}
+
 export class OutOfMemoryError extends Error {
   /** The request that failed, before rounding. */
   readonly requestedBytes: number;
@@ -133,6 +154,39 @@ export class CachingAllocator {
   /** `torch.cuda.memory_stats()`. */
   memoryStats(): Record<string, number> {
     return memoryStatsDict(this.stats);
+  }
+
+  /**
+   * The segments and their blocks now, in address order: `DeviceCachingAllocator::snapshot` (what
+   * `torch.cuda.memory_snapshot()` lists), without the stack frames. Unmapped pages of expandable segments are left
+   * out, as PyTorch lists only mapped ranges.
+   */
+  segments(): SegmentInfo[] {
+    const heads = new Set<Block>();
+    const addHead = (block: Block) => {
+      let b = block;
+      while (b.prev) b = b.prev;
+      heads.add(b);
+    };
+    for (const b of this.activeBlocks) addHead(b);
+    for (const b of this.largeBlocks.blocks.items) addHead(b);
+    for (const b of this.smallBlocks.blocks.items) addHead(b);
+    const out: SegmentInfo[] = [];
+    for (const head of heads) {
+      const blocks: SegmentBlockInfo[] = [];
+      let total = 0;
+      let allocated = 0;
+      for (let b: Block | null = head; b; b = b.next) {
+        if (!b.mapped) continue;
+        const state = b.allocated ? 'active_allocated' : this.activeBlocks.has(b) ? 'active_pending_free' : 'inactive';
+        blocks.push({ address: b.ptr, size: b.size, requested_size: b.allocated ? b.requestedSize : 0, state });
+        total += b.size;
+        if (b.allocated) allocated += b.size;
+      }
+      if (blocks.length === 0) continue;
+      out.push({ address: blocks[0]!.address, total_size: total, allocated_size: allocated, stream: head.stream, segment_type: head.pool.isSmall ? 'small' : 'large', is_expandable: head.expandableSegment !== null, blocks });
+    }
+    return out.sort((a, b) => a.address - b.address);
   }
 
   // ---------------------------------------------------------------------------------------------- sizes

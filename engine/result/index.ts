@@ -48,5 +48,5 @@ export {
   type RecommendationReason,
   type Trial,
 } from './max-batch.ts';
-export { replayResultSchema, whatIfSchema, type ReplayResult, type WhatIf } from './replay.ts';
+export { replayResultSchema, whatIfSchema, peakSegmentsSchema, segmentSchema, type ReplayResult, type WhatIf, type PeakSegments, type SegmentInfo } from './replay.ts';
 export { gpuListSchema, presetListSchema, type GpuList, type PresetList } from './lists.ts';

@@ -1,7 +1,7 @@
 // Transparent gunzip for snapshot files: `snapshot.pickle.gz` and `snapshot.pickle` are read alike.
 // fflate is pure JavaScript, so this works in browsers, Web Workers and Node.
 
-import { gunzipSync } from 'fflate';
+import { Gunzip, gunzipSync } from 'fflate';
 import { InputError } from '../errors.ts';
 
 /** True when the bytes start with the gzip magic number 1f 8b. */
@@ -34,6 +34,51 @@ export function maybeGunzip(bytes: Uint8Array): Uint8Array {
     throw bad(`${e instanceof Error ? e.message : String(e)} (the file is truncated or corrupt)`);
   }
   if (out.length !== isize || crc32(out) !== crc) {
+    throw bad(
+      'the decompressed data does not match the size and CRC-32 in the gzip trailer ' +
+        '(the file is corrupt, or it holds several concatenated gzip members, which memplan does not read)',
+    );
+  }
+  return out;
+}
+
+/** Compressed bytes pushed to the stream between two yields of `maybeGunzipSteps` (tens of milliseconds of work). */
+export const GUNZIP_BYTES_PER_STEP = 1 << 20;
+
+/**
+ * `maybeGunzip` in steps, for a caller that must stay responsive (the app's worker: progress bar, cancel): yields
+ * the fraction of the compressed input read so far, returns the decompressed bytes (or the input itself when it is
+ * not gzip). The output is allocated once from the trailer's size (checked as maybeGunzip checks it, and against
+ * `maxBytes`), so a 100 MB snapshot is never held twice. The same errors as maybeGunzip.
+ */
+export function* maybeGunzipSteps(bytes: Uint8Array, maxBytes = Number.MAX_SAFE_INTEGER): Generator<number, Uint8Array, void> {
+  if (!isGzip(bytes)) return bytes;
+  const n = bytes.length;
+  if (n < 18) throw bad(`it is only ${n} bytes long, shorter than any gzip file (the file is truncated)`);
+  const crc = u32le(bytes, n - 8);
+  const isize = u32le(bytes, n - 4);
+  if (isize > n * MAX_RATIO + 65536) {
+    throw bad(`its trailer claims ${isize} uncompressed bytes from ${n} compressed bytes (the file is truncated or corrupt)`);
+  }
+  if (isize > maxBytes) throw new InputError('', `the snapshot is ${isize} bytes uncompressed; memplan reads at most ${maxBytes}`);
+  const out = new Uint8Array(isize);
+  let filled = 0;
+  let overflow = false;
+  const stream = new Gunzip((chunk) => {
+    if (filled + chunk.length > isize) overflow = true;
+    else out.set(chunk, filled);
+    filled += chunk.length;
+  });
+  for (let at = 0; at < n && !overflow; at += GUNZIP_BYTES_PER_STEP) {
+    const end = Math.min(n, at + GUNZIP_BYTES_PER_STEP);
+    try {
+      stream.push(bytes.subarray(at, end), end === n);
+    } catch (e) {
+      throw bad(`${e instanceof Error ? e.message : String(e)} (the file is truncated or corrupt)`);
+    }
+    if (end < n) yield end / n;
+  }
+  if (overflow || filled !== isize || crc32(out) !== crc) {
     throw bad(
       'the decompressed data does not match the size and CRC-32 in the gzip trailer ' +
         '(the file is corrupt, or it holds several concatenated gzip members, which memplan does not read)',

@@ -139,8 +139,23 @@ function opLabel(op: number): string {
 
 /** Parses a pickle and returns its top-level value. Throws PickleError on anything it cannot read. */
 export function readPickle(bytes: Uint8Array): PickleValue {
+  const steps = readPickleSteps(bytes);
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
+/** Opcodes read between two yields of `readPickleSteps` (a few milliseconds of work). */
+export const PICKLE_OPS_PER_STEP = 1 << 18;
+
+/**
+ * `readPickle` in steps, for a caller that must stay responsive (the app's worker: progress bar, cancel): yields
+ * the byte offset reached every PICKLE_OPS_PER_STEP opcodes, returns the value. The same errors as readPickle.
+ */
+export function* readPickleSteps(bytes: Uint8Array): Generator<number, PickleValue, void> {
   try {
-    return parse(bytes);
+    return yield* parse(bytes);
   } catch (e) {
     const notPickle =
       bytes.length > 0 && bytes[0]! !== 0x80
@@ -160,7 +175,7 @@ function isDictLike(x: unknown): boolean {
   return x !== null && typeof x === 'object' && !Array.isArray(x) && !(x instanceof Uint8Array);
 }
 
-function parse(bytes: Uint8Array): PickleValue {
+function* parse(bytes: Uint8Array): Generator<number, PickleValue, void> {
   const len = bytes.length;
   if (len === 0) throw new PickleError('empty input: a pickle has at least a STOP opcode', 0);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -176,6 +191,7 @@ function parse(bytes: Uint8Array): PickleValue {
   let replaced: Map<object, PickleMap> | null = null;
   let pos = 0;
   let start = 0; // offset of the current opcode
+  let opsLeft = PICKLE_OPS_PER_STEP; // opcodes until the next yield
 
   const fail = (msg: string, at: number = start): never => {
     throw new PickleError(msg, at);
@@ -276,6 +292,10 @@ function parse(bytes: Uint8Array): PickleValue {
   for (;;) {
     if (pos >= len) {
       fail(`truncated pickle: the input ends at byte ${len} without a STOP opcode`, len);
+    }
+    if (--opsLeft === 0) {
+      opsLeft = PICKLE_OPS_PER_STEP;
+      yield pos;
     }
     start = pos;
     const op = bytes[pos++]!;

@@ -4,7 +4,7 @@
  */
 import type { ReplayResult } from '../result/replay.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
-import { replaySnapshot, replayWhatIf, type ReplayOptions } from './replay.ts';
+import { replaySnapshotSteps, replayWhatIfSteps, type ReplayOptions } from './replay.ts';
 import type { MemorySnapshot } from './snapshot.ts';
 
 /** The settings a replay is compared with unless the caller names others. */
@@ -13,20 +13,37 @@ export const DEFAULT_WHAT_IFS = ['', 'expandable_segments:True', 'max_split_size
 export interface ReplayRequest extends ReplayOptions {
   /** PYTORCH_CUDA_ALLOC_CONF values to replay the program under as well (default `DEFAULT_WHAT_IFS`). */
   whatIf?: readonly string[] | undefined;
-  /** Called after the comparison and after each what-if, with the fraction done (a UI's progress bar). */
+  /** Called as the replay goes, with the fraction done (a UI's progress bar). */
   onProgress?: (fraction: number) => void;
 }
 
-/** The replay's steps one by one (a host yields to its event loop between them): the result at the end. */
-export function* replaySteps(snapshot: MemorySnapshot, options: ReplayRequest = {}): Generator<number, ReplayResult, void> {
-  const report = replaySnapshot(snapshot, options);
+/** Where a replay is: comparing with the real run, listing the segments at the peak, or one of the what-ifs. */
+export interface ReplayProgress {
+  stage: 'replay' | 'segments' | 'what_if';
+  /** Of the whole replay (every stage). */
+  fraction: number;
+}
+
+/**
+ * The replay's steps (a host yields to its event loop between them): the comparison, the segments at the peak,
+ * then each what-if, each yielding every REPLAY_EVENTS_PER_STEP events; the result at the end. The comparison and
+ * each what-if weigh one trace each; the segments, up to the peak.
+ */
+export function* replaySteps(snapshot: MemorySnapshot, options: ReplayRequest = {}): Generator<ReplayProgress, ReplayResult, void> {
   const confs = options.whatIf ?? DEFAULT_WHAT_IFS;
-  yield 1 / (confs.length + 1);
+  const total = confs.length + 2;
+  const report = yield* staged(replaySnapshotSteps(snapshot, options), 'replay', 0, total);
+  const atPeak = yield* staged(
+    replayWhatIfSteps(snapshot, report.emptyCacheCalls, report.allocConf, { ...limits(options), segmentsAtEvent: report.realPeakAllocatedEvent }),
+    'segments',
+    1,
+    total,
+  );
+  const segments = atPeak.segments ?? [];
   const whatIf: ReplayResult['what_if'] = [];
   for (const conf of confs) {
-    const w = replayWhatIf(snapshot, report.emptyCacheCalls, conf, { memoryLimitBytes: options.memoryLimitBytes, totalGlobalMemBytes: options.totalGlobalMemBytes });
+    const w = yield* staged(replayWhatIfSteps(snapshot, report.emptyCacheCalls, conf, limits(options)), 'what_if', whatIf.length + 2, total);
     whatIf.push({ alloc_conf: w.allocConf, peak_reserved_bytes: w.peakReservedBytes, peak_allocated_bytes: w.peakAllocatedBytes, oom_at_event: w.oomAtEvent, num_alloc_retries: w.numAllocRetries });
-    yield (whatIf.length + 1) / (confs.length + 1);
   }
   return {
     schema_version: RESULT_SCHEMA_VERSION,
@@ -49,8 +66,36 @@ export function* replaySteps(snapshot: MemorySnapshot, options: ReplayRequest = 
     empty_cache_calls: report.emptyCacheCalls,
     memory_stats: report.memoryStats,
     what_if: whatIf,
+    likely_cap: report.uncappedOom && {
+      oom_event: report.uncappedOom.eventIndex,
+      at_least_bytes: report.realPeakReservedBytes,
+      below_bytes: report.uncappedOom.realReservedBytes + report.uncappedOom.segmentBytes,
+      retry_release_event: report.uncappedOom.retryReleaseEvent,
+    },
+    peak_segments: {
+      event_index: report.realPeakAllocatedEvent,
+      allocated_bytes: segments.reduce((sum, s) => sum + s.allocated_size, 0),
+      reserved_bytes: segments.reduce((sum, s) => sum + s.total_size, 0),
+      segments,
+    },
     timeline: report.timeline,
   };
+}
+
+function limits(options: ReplayRequest): { memoryLimitBytes?: number | undefined; totalGlobalMemBytes?: number | undefined } {
+  return { memoryLimitBytes: options.memoryLimitBytes, totalGlobalMemBytes: options.totalGlobalMemBytes };
+}
+
+/** Runs one stage's steps, reporting its progress as a share (`index` of `total`) of the whole replay. */
+function* staged<T>(steps: Generator<number, T, void>, stage: ReplayProgress['stage'], index: number, total: number): Generator<ReplayProgress, T, void> {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) {
+      yield { stage, fraction: (index + 1) / total };
+      return next.value;
+    }
+    yield { stage, fraction: (index + next.value) / total };
+  }
 }
 
 /** Replays a snapshot and the what-ifs at once (the CLI, tests). */
@@ -59,6 +104,6 @@ export function replay(snapshot: MemorySnapshot, options: ReplayRequest = {}): R
   for (;;) {
     const next = steps.next();
     if (next.done) return next.value;
-    options.onProgress?.(next.value);
+    options.onProgress?.(next.value.fraction);
   }
 }

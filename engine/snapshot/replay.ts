@@ -15,8 +15,19 @@
  *
  * Note [Replay addresses]: where the simulator creates the same segment as the real run, it takes the real
  * address, so best fit breaks ties between equal blocks as the real run did.
+ *
+ * Note [A cap the replay was not given]: snapshots do not record set_per_process_memory_fraction. A real `oom`
+ * whose allocation the simulated device can satisfy (the device had `device_free` bytes left, as the trace says)
+ * was refused by a cap: PyTorch's alloc_block fails when `total_allocated_memory + size > allowed_memory_maximum`.
+ * The cap was then at least the real peak reserved and below the reserved bytes at the failure plus the segment
+ * the allocation needed. The segments freed just before such an `oom` are the failing allocation's
+ * release-and-retry (release_cached_blocks), which without the cap look like an empty_cache() call.
+ *
+ * The what-if replays (`replayWhatIf`) follow the trace exactly as the comparison does (its `oom` events and
+ * empty_cache() calls included, an allocation that fails left missing), so the snapshot's own settings give the
+ * comparison's numbers.
  */
-import { CachingAllocator, OutOfMemoryError, type TraceEvent } from '../allocator/caching-allocator.ts';
+import { CachingAllocator, OutOfMemoryError, type SegmentInfo, type TraceEvent } from '../allocator/caching-allocator.ts';
 import type { Block } from '../allocator/block.ts';
 import { parseAllocatorConf, formatAllocatorConf } from '../allocator/config.ts';
 import type { DeviceMemory } from '../allocator/device-memory.ts';
@@ -51,6 +62,8 @@ export interface ReplayReport {
   /** Peak of real allocated bytes, each block sized as the simulator sized it (exact while in sync). */
   realPeakAllocatedBytes: number;
   realPeakRequestedBytes: number;
+  /** Index of the event after which real allocated bytes first reached their peak. */
+  realPeakAllocatedEvent: number;
   simPeakAllocatedBytes: number;
   simPeakReservedBytes: number;
   simPeakRequestedBytes: number;
@@ -63,12 +76,25 @@ export interface ReplayReport {
   simOom: boolean;
   /** Where empty_cache() calls were found (event indices). */
   emptyCacheCalls: number[];
+  /** The first real `oom` that only a cap explains (Note [A cap the replay was not given]); null when a cap was given. */
+  uncappedOom: UncappedOom | null;
   memoryStats: Record<string, number>;
   /** Allocated and reserved (simulated and real) after each event, min/max-decimated (engine/result/timeline.ts). */
   timeline: Timeline;
 }
 
 const kDefaultTotalGlobalMem = 85_899_345_920; // 80 GiB
+
+/** A real out-of-memory error the simulated device, without a cap, did not raise. */
+export interface UncappedOom {
+  eventIndex: number;
+  /** Real reserved bytes when the allocation failed (after its release-and-retry). */
+  realReservedBytes: number;
+  /** What the simulator reserved to satisfy it. */
+  segmentBytes: number;
+  /** The segment frees just before it, counted in emptyCacheCalls: the allocation's release-and-retry. */
+  retryReleaseEvent: number | null;
+}
 
 /**
  * The device of a replay: a new segment takes the address of the real run's next segment of the same size that
@@ -113,8 +139,24 @@ function describe(e: { action: string; size: number }): string {
   return `${e.action} of ${e.size} bytes`;
 }
 
+/** Trace events replayed between two yields of the `...Steps` generators (a few milliseconds of work). */
+export const REPLAY_EVENTS_PER_STEP = 100_000;
+
+/** Runs a generator of progress to its end (the CLI and tests need no pauses). */
+function drive<T>(steps: Generator<number, T, void>): T {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
 /** Replays the snapshot's trace and compares it event by event with what the simulator does. */
 export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions = {}): ReplayReport {
+  return drive(replaySnapshotSteps(snapshot, options));
+}
+
+/** `replaySnapshot` in steps: yields the fraction of the trace replayed every REPLAY_EVENTS_PER_STEP events. */
+export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOptions = {}): Generator<number, ReplayReport, void> {
   const allocConf = options.allocConf ?? allocatorConfFromSettings(snapshot.allocatorSettings);
   const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf');
   const device = new TraceAddressDevice(snapshot.trace);
@@ -136,6 +178,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
   let realPeakReserved = 0;
   let realPeakAllocated = 0;
   let realPeakRequested = 0;
+  let realPeakAllocatedEvent = 0;
   let realSegmentEvents = 0;
   let mismatches = 0;
   let reservedMismatchEvents = 0;
@@ -143,6 +186,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
   let realOom = false;
   let simOom = false;
   const emptyCacheCalls: number[] = [];
+  let uncappedOom: UncappedOom | null = null;
   const realPending: SnapshotTraceEvent[] = [];
   const timeline = new TimelineRecorder(0, true); // every event: decimation keeps each bucket's min and max
 
@@ -177,6 +221,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
   };
 
   for (let i = 0; i < trace.length; i++) {
+    if (i % REPLAY_EVENTS_PER_STEP === REPLAY_EVENTS_PER_STEP - 1) yield i / trace.length;
     const e = trace[i]!;
     switch (e.action) {
       case 'segment_alloc':
@@ -216,7 +261,10 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         blocks.set(e.addr, block);
         realAllocated += block.size;
         realRequested += e.size;
-        if (realAllocated > realPeakAllocated) realPeakAllocated = realAllocated;
+        if (realAllocated > realPeakAllocated) {
+          realPeakAllocated = realAllocated;
+          realPeakAllocatedEvent = i;
+        }
         if (realRequested > realPeakRequested) realPeakRequested = realRequested;
         break;
       }
@@ -245,6 +293,16 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
         try {
           const block = allocator.malloc(e.size, e.stream);
           allocator.free(block); // the real program got an OOM here: nothing stays allocated
+          if (options.memoryLimitBytes === undefined && uncappedOom === null) {
+            // Note [A cap the replay was not given]
+            const release = emptyCacheCalls.at(-1);
+            uncappedOom = {
+              eventIndex: i,
+              realReservedBytes: realReserved,
+              segmentBytes: simEvents.reduce((sum, s) => sum + (s.action === 'segment_alloc' || s.action === 'segment_map' ? s.size : 0), 0),
+              retryReleaseEvent: release !== undefined && nextAllocation(release) === e ? release : null,
+            };
+          }
         } catch (error) {
           if (!(error instanceof OutOfMemoryError)) throw error;
           simOom = true;
@@ -267,6 +325,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
     realPeakReservedBytes: realPeakReserved,
     realPeakAllocatedBytes: realPeakAllocated,
     realPeakRequestedBytes: realPeakRequested,
+    realPeakAllocatedEvent,
     simPeakAllocatedBytes: stats.allocated_bytes[0].peak,
     simPeakReservedBytes: stats.reserved_bytes[0].peak,
     simPeakRequestedBytes: stats.requested_bytes[0].peak,
@@ -277,6 +336,7 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
     realOom,
     simOom,
     emptyCacheCalls,
+    uncappedOom,
     memoryStats: allocator.memoryStats(),
     timeline: decimateTimeline(timeline.raw(), options.timelinePoints ?? DEFAULT_TIMELINE_POINTS),
   };
@@ -289,22 +349,39 @@ export interface WhatIfResult {
   /** Index of the event whose allocation would fail under the cap, or null. */
   oomAtEvent: number | null;
   numAllocRetries: number;
+  /** The segments after event `segmentsAtEvent` (when asked for; the replay stops there). */
+  segments: SegmentInfo[] | null;
 }
 
 /**
- * Replays the trace's allocations and frees (and its empty_cache() calls, found by replaySnapshot) under other
- * allocator settings: what the same program would have reserved with, e.g., expandable_segments:True.
+ * Replays the trace's allocations and frees (and its empty_cache() calls, found by replaySnapshot, and its
+ * out-of-memory errors) under other allocator settings: what the same program would have reserved with, e.g.,
+ * expandable_segments:True. It goes on past an allocation that fails, as the comparison does (`oomAtEvent` is
+ * the first), so under the snapshot's own settings it gives the comparison's peaks and out-of-memory.
  */
-export function replayWhatIf(
+export function replayWhatIf(snapshot: MemorySnapshot, emptyCacheCalls: readonly number[], allocConf: string, options: WhatIfOptions = {}): WhatIfResult {
+  return drive(replayWhatIfSteps(snapshot, emptyCacheCalls, allocConf, options));
+}
+
+export interface WhatIfOptions {
+  memoryLimitBytes?: number | undefined;
+  totalGlobalMemBytes?: number | undefined;
+  /** Stop after this event and list the allocator's segments then (the segments at the peak). */
+  segmentsAtEvent?: number | undefined;
+}
+
+/** `replayWhatIf` in steps: yields the fraction of the trace replayed every REPLAY_EVENTS_PER_STEP events. */
+export function* replayWhatIfSteps(
   snapshot: MemorySnapshot,
   emptyCacheCalls: readonly number[],
   allocConf: string,
-  options: { memoryLimitBytes?: number | undefined; totalGlobalMemBytes?: number | undefined } = {},
-): WhatIfResult {
+  options: WhatIfOptions = {},
+): Generator<number, WhatIfResult, void> {
   const config = parseAllocatorConf(allocConf, 'alloc conf');
+  const device = new TraceAddressDevice(snapshot.trace);
   const allocator = new CachingAllocator({
     config,
-    device: new TraceAddressDevice(snapshot.trace),
+    device,
     totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
     memoryLimitBytes: options.memoryLimitBytes,
   });
@@ -312,7 +389,9 @@ export function replayWhatIf(
   const blocks = new Map<number, Block>();
   let oomAtEvent: number | null = null;
   const trace = snapshot.trace;
-  for (let i = 0; i < trace.length && oomAtEvent === null; i++) {
+  const last = Math.min(trace.length - 1, options.segmentsAtEvent ?? Infinity);
+  for (let i = 0; i <= last; i++) {
+    if (i % REPLAY_EVENTS_PER_STEP === REPLAY_EVENTS_PER_STEP - 1) yield i / (last + 1);
     const e = trace[i]!;
     if (emptyCacheAt.has(i)) allocator.emptyCache();
     if (e.action === 'alloc') {
@@ -320,7 +399,7 @@ export function replayWhatIf(
         blocks.set(e.addr, allocator.malloc(e.size, e.stream));
       } catch (error) {
         if (!(error instanceof OutOfMemoryError)) throw error;
-        oomAtEvent = i;
+        oomAtEvent ??= i; // the allocation stays missing, as in replaySnapshot
       }
     } else if (e.action === 'free_requested') {
       const block = blocks.get(e.addr);
@@ -328,8 +407,18 @@ export function replayWhatIf(
     } else if (e.action === 'free_completed') {
       const block = blocks.get(e.addr);
       if (block) {
+        if (block.allocated) allocator.requestFree(block); // a trace that left out free_requested
         allocator.completeFree(block);
         blocks.delete(e.addr);
+      }
+    } else if (e.action === 'oom') {
+      // The real program got an OOM here and went on: the same attempt as in replaySnapshot.
+      if (options.memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
+      try {
+        allocator.free(allocator.malloc(e.size, e.stream));
+      } catch (error) {
+        if (!(error instanceof OutOfMemoryError)) throw error;
+        oomAtEvent ??= i;
       }
     }
   }
@@ -339,5 +428,6 @@ export function replayWhatIf(
     peakAllocatedBytes: allocator.stats.allocated_bytes[0].peak,
     oomAtEvent,
     numAllocRetries: allocator.stats.num_alloc_retries,
+    segments: options.segmentsAtEvent === undefined ? null : allocator.segments(),
   };
 }

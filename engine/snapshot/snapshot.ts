@@ -5,8 +5,8 @@
  */
 import { InputError } from '../errors.ts';
 import type { TraceAction } from '../allocator/caching-allocator.ts';
-import { maybeGunzip } from './gzip.ts';
-import { PickleError, readPickle } from './pickle.ts';
+import { maybeGunzipSteps } from './gzip.ts';
+import { PickleError, readPickleSteps } from './pickle.ts';
 
 export interface SnapshotTraceEvent {
   action: TraceAction;
@@ -43,9 +43,45 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Map) && !(value instanceof Uint8Array);
 }
 
+/**
+ * Bounds on what a snapshot may make the engine do, so a huge or hostile file ends in a message, not a frozen or
+ * crashed worker. A day-long recording of a large model is a few million events and a few hundred MB.
+ */
+export const MAX_SNAPSHOT_DECOMPRESSED_BYTES = 2 * 1024 * 1024 * 1024 - 1; // bytes: the largest Uint8Array to count on
+export const MAX_TRACE_EVENTS = 50_000_000; // trace entries replayed (about 40 bytes of memory each)
+/** Trace entries checked between two yields of `parseSnapshotSteps`. */
+const EVENTS_PER_STEP = 200_000;
+
+/** Where reading a snapshot is: the stage and the fraction of that stage done. */
+export interface SnapshotReadProgress {
+  stage: 'decompress' | 'parse' | 'trace';
+  fraction: number;
+}
+
 /** Reads a snapshot file's bytes: gzip or not, pickle or JSON. */
 export function readSnapshotBytes(bytes: Uint8Array): MemorySnapshot {
-  const raw = maybeGunzip(bytes);
+  const steps = readSnapshotSteps(bytes);
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
+/** `readSnapshotBytes` in steps (the app's worker shows progress and sees a cancel between them). */
+export function* readSnapshotSteps(bytes: Uint8Array): Generator<SnapshotReadProgress, MemorySnapshot, void> {
+  const unzip = maybeGunzipSteps(bytes, MAX_SNAPSHOT_DECOMPRESSED_BYTES);
+  let raw: Uint8Array;
+  for (;;) {
+    const next = unzip.next();
+    if (next.done) {
+      raw = next.value;
+      break;
+    }
+    yield { stage: 'decompress', fraction: next.value };
+  }
+  if (raw.length > MAX_SNAPSHOT_DECOMPRESSED_BYTES) {
+    throw new InputError('snapshot', `the file is ${raw.length} bytes; memplan reads snapshots of at most ${MAX_SNAPSHOT_DECOMPRESSED_BYTES} bytes`);
+  }
   let value: unknown;
   if (raw.length > 0 && (raw[0] === 0x7b /* { */ || raw[0] === 0x20 || raw[0] === 0x0a)) {
     try {
@@ -54,18 +90,34 @@ export function readSnapshotBytes(bytes: Uint8Array): MemorySnapshot {
       throw new InputError('snapshot', `not valid JSON: ${(error as Error).message}`);
     }
   } else {
+    const pickle = readPickleSteps(raw);
     try {
-      value = readPickle(raw);
+      for (;;) {
+        const next = pickle.next();
+        if (next.done) {
+          value = next.value;
+          break;
+        }
+        yield { stage: 'parse', fraction: next.value / raw.length };
+      }
     } catch (error) {
       if (error instanceof PickleError) throw new InputError('snapshot', error.message);
       throw error;
     }
   }
-  return parseSnapshot(value);
+  return yield* parseSnapshotSteps(value);
 }
 
 /** Checks the shape of a snapshot value and extracts the trace. */
 export function parseSnapshot(value: unknown): MemorySnapshot {
+  const steps = parseSnapshotSteps(value);
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
+function* parseSnapshotSteps(value: unknown): Generator<SnapshotReadProgress, MemorySnapshot, void> {
   if (!isRecord(value)) throw new InputError('snapshot', 'expected a dictionary with "segments" and "device_traces" (a PyTorch memory snapshot)');
   const deviceTraces = value['device_traces'];
   if (!Array.isArray(deviceTraces)) {
@@ -77,8 +129,12 @@ export function parseSnapshot(value: unknown): MemorySnapshot {
   let device = deviceTraces.findIndex((t) => Array.isArray(t) && t.length > 0);
   if (device < 0) throw new InputError('snapshot.device_traces', 'no trace events: was _record_memory_history(enabled="all") on?');
   const events = deviceTraces[device] as unknown[];
+  if (events.length > MAX_TRACE_EVENTS) {
+    throw new InputError(`snapshot.device_traces[${device}]`, `has ${events.length} events; memplan replays at most ${MAX_TRACE_EVENTS}`);
+  }
   const trace: SnapshotTraceEvent[] = [];
   for (let i = 0; i < events.length; i++) {
+    if (i % EVENTS_PER_STEP === EVENTS_PER_STEP - 1) yield { stage: 'trace', fraction: i / events.length };
     const e = events[i];
     const where = `snapshot.device_traces[${device}][${i}]`;
     if (!isRecord(e)) throw new InputError(where, 'expected a trace entry (a dictionary)');

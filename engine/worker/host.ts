@@ -17,7 +17,7 @@ import { issueOf } from '../plan/issues.ts';
 import { adviseSteps } from '../search/advice.ts';
 import { searchMaxBatch } from '../search/max-batch.ts';
 import { replaySteps } from '../snapshot/replay-result.ts';
-import { readSnapshotBytes } from '../snapshot/snapshot.ts';
+import { readSnapshotSteps, type MemorySnapshot, type SnapshotReadProgress } from '../snapshot/snapshot.ts';
 import { simulate } from '../train/simulate.ts';
 import type { MaxBatchResult } from '../result/max-batch.ts';
 import { engineRequestSchema, type EngineAnswer, type RequestOf } from './protocol.ts';
@@ -40,6 +40,14 @@ export interface EngineHost {
 
 /** A field of the plan: an InputError there is an `invalid_plan` answer, elsewhere an `error`. */
 const PLAN_FIELD = /^(format|version|name|model|training|allocator|gpu)\b/;
+
+/** The share of a replay's progress bar each stage of reading a snapshot takes; replaying takes the rest. */
+const READ_STAGES: Record<SnapshotReadProgress['stage'], [from: number, to: number]> = {
+  decompress: [0, 0.1],
+  parse: [0.1, 0.4],
+  trace: [0.4, 0.45],
+};
+const REPLAY_FROM = 0.45;
 
 /** Thrown at a pause when the request was cancelled. */
 class Cancelled {}
@@ -134,14 +142,30 @@ export function createEngineHost(options: EngineHostOptions): EngineHost {
 
   async function replayRequest(r: RequestOf<'replay'>, post: (a: EngineAnswer) => void) {
     const bytes = r.bytes instanceof Uint8Array ? r.bytes : new Uint8Array(r.bytes);
-    const snapshot = readSnapshotBytes(bytes);
-    post({ kind: 'progress', id: r.id, fraction: 0 });
+    // Reading (decompressing, parsing the pickle, checking the trace) and replaying, each in steps with a pause
+    // between them: a 100 MB snapshot shows its progress and can be cancelled at any point.
+    post({ kind: 'progress', id: r.id, fraction: 0, stage: 'decompress' });
+    const reading = readSnapshotSteps(bytes);
+    let snapshot: MemorySnapshot;
+    for (;;) {
+      await pause(r.id);
+      const next = reading.next();
+      if (next.done) {
+        snapshot = next.value;
+        break;
+      }
+      const [from, to] = READ_STAGES[next.value.stage];
+      post({ kind: 'progress', id: r.id, fraction: from + (to - from) * next.value.fraction, stage: next.value.stage });
+    }
     const steps = replaySteps(snapshot, { memoryLimitBytes: r.memory_limit_bytes, allocConf: r.alloc_conf, whatIf: r.what_if });
     for (;;) {
       await pause(r.id);
       const next = steps.next();
-      if (next.done) return post({ kind: 'replay_result', id: r.id, result: next.value });
-      post({ kind: 'progress', id: r.id, fraction: next.value });
+      if (next.done) {
+        // The file's bytes go back to the sender (transferred by the worker, not copied) when it asked for them.
+        return post({ kind: 'replay_result', id: r.id, result: next.value, ...(r.return_bytes ? { bytes: r.bytes } : {}) });
+      }
+      post({ kind: 'progress', id: r.id, fraction: REPLAY_FROM + (1 - REPLAY_FROM) * next.value.fraction, stage: next.value.stage });
     }
   }
 

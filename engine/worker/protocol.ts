@@ -39,6 +39,8 @@ export const engineRequestSchema = z.discriminatedUnion('kind', [
     alloc_conf: z.string().optional(),
     /** Settings to replay the program under as well (default: a few common ones). */
     what_if: z.array(z.string()).optional(),
+    /** Send `bytes` back with the result (the sender transferred them and wants to keep them: to attach them to a plan). */
+    return_bytes: z.boolean().optional(),
   }),
   /** Stop the request with that id (it answers `cancelled` at its next pause). */
   z.object({ kind: z.literal('cancel'), id: requestId }),
@@ -58,8 +60,10 @@ export const engineAnswerSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('advice_item'), id: requestId, advice: adviceItemSchema }),
   /** After the last item: the whole advice ranked best first, with why the other changes are not advised. */
   z.object({ kind: z.literal('advice_done'), id: requestId, result: adviceResultSchema }),
-  z.object({ kind: z.literal('progress'), id: requestId, fraction: z.number().min(0).max(1) }),
-  z.object({ kind: z.literal('replay_result'), id: requestId, result: replayResultSchema }),
+  /** How far a long request is; a replay says which stage it is in. */
+  z.object({ kind: z.literal('progress'), id: requestId, fraction: z.number().min(0).max(1), stage: z.enum(['decompress', 'parse', 'trace', 'replay', 'segments', 'what_if']).optional() }),
+  /** `bytes`: the snapshot as sent, when the request asked for it back (`return_bytes`). */
+  z.object({ kind: z.literal('replay_result'), id: requestId, result: replayResultSchema, bytes: z.union([z.instanceof(ArrayBuffer), z.instanceof(Uint8Array)]).optional() }),
   z.object({ kind: z.literal('cancelled'), id: requestId }),
 ]);
 
