@@ -26,8 +26,9 @@ export function raw(markdown: string): RawMarkdown {
 // pipes, strikethrough, math. A backslash before any ASCII punctuation is a literal in CommonMark, so escaping is
 // always safe; the others (`-`, `.`, `(`) stay readable in the plain file.
 const INLINE_SPECIAL = /[\\`*_[\]|~$]/g;
-// Block syntax only matters at the start of a line: headings, lists, quotes, thematic breaks, setext underlines.
-const LINE_START_SPECIAL = /^(\s*)([#>+=-]|\d+[.)])/;
+// Block syntax only matters at the start of a line: headings and list markers (followed by a space or the end),
+// thematic breaks and setext underlines (a line of only `-` or `=`). `4.90 GiB` needs nothing.
+const LINE_START_SPECIAL = /^(\s*)([#+-]|\d{1,9}[.)])(?=\s|$)|^(\s*)([=-])(?=[=-]*\s*$)/;
 
 /** User text as inline Markdown: shown literally, never as Markdown or HTML. Line breaks kept (as hard breaks). */
 export function escapeText(text: string): string {
@@ -38,7 +39,13 @@ export function escapeText(text: string): string {
     .replace(/>/g, '&gt;')
     .replace(INLINE_SPECIAL, (c) => `\\${c}`)
     .split('\n')
-    .map((line) => line.replace(LINE_START_SPECIAL, (_m, space: string, mark: string) => `${space.replace(/ /g, '&#32;')}${mark.slice(0, -1)}\\${mark.slice(-1)}`))
+    .map((line) =>
+      line.replace(LINE_START_SPECIAL, (_m, s1: string | undefined, m1: string | undefined, s2: string | undefined, m2: string | undefined) => {
+        const space = s1 ?? s2 ?? '';
+        const mark = m1 ?? m2 ?? '';
+        return `${space.replace(/ /g, '&#32;')}${mark.slice(0, -1)}\\${mark.slice(-1)}`;
+      }),
+    )
     .join('  \n');
 }
 
