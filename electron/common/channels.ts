@@ -22,6 +22,10 @@ export const INVOKE_CHANNELS = [
   'comparisons:get',
   'comparisons:save',
   'comparisons:delete',
+  'snapshots:attach',
+  'snapshots:list',
+  'snapshots:get',
+  'snapshots:detach',
   'app:info',
 ] as const;
 

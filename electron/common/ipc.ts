@@ -176,6 +176,36 @@ export const comparisonListSchema = z.object({
   problems: z.array(rowProblemSchema),
 });
 
+/** An attached snapshot is stored gzipped (a pickle compresses about 10:1): a 1 GB recording fits as ~100 MB. */
+export const MAX_ATTACHED_SNAPSHOT_BYTES = 256 * 1024 * 1024;
+
+export const snapshotIdSchema = z.uuid({ error: 'must be a snapshot id (a UUID)' });
+
+/** An attached snapshot as the list shows it (without its bytes or its replay). */
+export const snapshotSummarySchema = z.object({
+  id: snapshotIdSchema,
+  plan_id: planIdSchema,
+  /** The file's name as opened. */
+  name: z.string(),
+  /** The file as opened (gzipped or not), and as stored (always gzipped). */
+  size_bytes: z.number().int().nonnegative(),
+  stored_bytes: z.number().int().nonnegative(),
+  sha256: z.string(),
+  /** The cap the replay ran under (set_per_process_memory_fraction: snapshots do not record it), or null. */
+  memory_limit_bytes: z.number().int().positive().nullable(),
+  events: z.number().int().nonnegative().nullable(),
+  real_peak_allocated_bytes: z.number().int().nonnegative().nullable(),
+  real_peak_reserved_bytes: z.number().int().nonnegative().nullable(),
+  created_at: z.iso.datetime(),
+});
+
+export const snapshotRecordSchema = snapshotSummarySchema.extend({
+  /** The stored file, gzipped (the engine's worker reads it as it reads the file). */
+  bytes: z.instanceof(ArrayBuffer),
+  /** Its replay result when it was attached (JSON, as results are stored), or null if the engine can no longer read it. */
+  result: resultJsonSchema.nullable(),
+});
+
 const noArgs = z.strictObject({}).optional();
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -247,6 +277,28 @@ export const contract = {
   },
   /** Removes the comparison (its plans stay). */
   'comparisons:delete': { args: z.strictObject({ id: comparisonIdSchema }), result: z.object({ id: comparisonIdSchema }) },
+  /**
+   * Attaches a PyTorch memory snapshot to a saved plan: the file's `bytes` (stored gzipped, at most
+   * MAX_ATTACHED_SNAPSHOT_BYTES so) and its replay `result` (kind `replay`). The same file attached to the same plan
+   * again replaces the first (its result and cap updated).
+   */
+  'snapshots:attach': {
+    args: z.strictObject({
+      plan_id: planIdSchema,
+      /** The file's name as opened (shown, never used as a path). */
+      name: z.string({ error: 'must be text' }).trim().min(1, 'must not be empty').max(MAX_NAME_CHARS, `must be at most ${MAX_NAME_CHARS} characters`),
+      bytes: z.instanceof(ArrayBuffer, { error: 'must be the bytes of the snapshot file' }).refine((b) => b.byteLength > 0, 'must not be empty'),
+      result: resultJsonSchema,
+      memory_limit_bytes: z.number().int().positive().nullable().default(null),
+    }),
+    result: snapshotSummarySchema,
+  },
+  /** The snapshots attached to a plan, newest first. */
+  'snapshots:list': { args: z.strictObject({ plan_id: planIdSchema }), result: z.object({ snapshots: z.array(snapshotSummarySchema), problems: z.array(rowProblemSchema) }) },
+  /** One attached snapshot with its bytes (gzipped) and stored result; null if there is none. */
+  'snapshots:get': { args: z.strictObject({ id: snapshotIdSchema }), result: snapshotRecordSchema.nullable() },
+  /** Removes the attachment (the plan stays). */
+  'snapshots:detach': { args: z.strictObject({ id: snapshotIdSchema }), result: z.object({ id: snapshotIdSchema }) },
   'app:info': { args: noArgs, result: appInfoSchema },
 } as const satisfies Record<InvokeChannel, { args: z.ZodType; result: z.ZodType }>;
 
@@ -290,6 +342,8 @@ export type ComparisonSummary = z.output<typeof comparisonSummarySchema>;
 export type ComparisonRecord = z.output<typeof comparisonRecordSchema>;
 export type ComparedPlan = z.output<typeof comparedPlanSchema>;
 export type ComparisonList = z.output<typeof comparisonListSchema>;
+export type SnapshotSummary = z.output<typeof snapshotSummarySchema>;
+export type SnapshotRecord = z.output<typeof snapshotRecordSchema>;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Messages

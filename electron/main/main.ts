@@ -75,7 +75,7 @@ if (!setupSingleInstance()) {
     setupSecurity();
     setupProtocol(RENDERER_DIR);
     const storage = setupStorage();
-    setupIpc(createHandlers({ plans: storage.plans, comparisons: storage.comparisons, dialogs: electronDialogs, info: () => appInfo(storage) }), isTrustedSender);
+    setupIpc(createHandlers({ plans: storage.plans, comparisons: storage.comparisons, snapshots: storage.snapshots, dialogs: electronDialogs, info: () => appInfo(storage) }), isTrustedSender);
     setupMenu({ isDev: !app.isPackaged });
     setupLifecycle(storage);
     const window = openWindow();

@@ -178,7 +178,7 @@ describe('the test bridge', () => {
           commands,
         };
       }, simulateJson);
-      expect(answer).toMatchObject({ frozen: true, groups: ['app', 'comparisons', 'files', 'menu', 'plans'], timeline: { reserved_max: (simulateJson['timeline'] as { reserved_max: number[] }).reserved_max }, afterDelete: 0, afterRestore: 1, database: true, error: 'plans.rename: name: must not be empty', cloneError: 'DataCloneError' });
+      expect(answer).toMatchObject({ frozen: true, groups: ['app', 'comparisons', 'files', 'menu', 'plans', 'snapshots'], timeline: { reserved_max: (simulateJson['timeline'] as { reserved_max: number[] }).reserved_max }, afterDelete: 0, afterRestore: 1, database: true, error: 'plans.rename: name: must not be empty', cloneError: 'DataCloneError' });
       // The snapshot was not queued: cancelled.
       expect(answer.snapshot).toBeNull();
       bridge.queueOpenFile({ name: 'snap.pickle', bytes: new Uint8Array([1, 2, 255]) });

@@ -6,6 +6,7 @@
 import type { AppInfo, ChannelResult, FileFilter, Handlers } from '../../common/ipc.ts';
 import type { ComparisonStore } from '../storage/comparison-store.ts';
 import type { PlanStore } from '../storage/plan-store.ts';
+import type { SnapshotStore } from '../storage/snapshot-store.ts';
 
 export interface Dialogs {
   /** Shows an open dialog for a text file; null when the user cancels. */
@@ -19,11 +20,12 @@ export interface Dialogs {
 export interface HandlerContext {
   plans: PlanStore;
   comparisons: ComparisonStore;
+  snapshots: SnapshotStore;
   dialogs: Dialogs;
   info: () => AppInfo;
 }
 
-export function createHandlers({ plans, comparisons, dialogs, info }: HandlerContext): Handlers {
+export function createHandlers({ plans, comparisons, snapshots, dialogs, info }: HandlerContext): Handlers {
   return {
     'plans:list': ({ query }) => plans.list(query),
     'plans:get': ({ id }) => plans.get(id),
@@ -39,6 +41,10 @@ export function createHandlers({ plans, comparisons, dialogs, info }: HandlerCon
     'comparisons:get': ({ id }) => comparisons.get(id),
     'comparisons:save': (args) => comparisons.save(args),
     'comparisons:delete': ({ id }) => comparisons.delete(id),
+    'snapshots:attach': (args) => snapshots.attach(args),
+    'snapshots:list': ({ plan_id }) => snapshots.list(plan_id),
+    'snapshots:get': ({ id }) => snapshots.get(id),
+    'snapshots:detach': ({ id }) => snapshots.detach(id),
     'app:info': () => info(),
   };
 }

@@ -6,12 +6,14 @@ import type { StorageNotice } from '../../common/ipc.ts';
 import { openDatabase, type OpenOptions } from './database.ts';
 import { ComparisonStore } from './comparison-store.ts';
 import { PlanStore, type PlanStoreOptions } from './plan-store.ts';
+import { SnapshotStore } from './snapshot-store.ts';
 
 export const DATABASE_FILE = 'plans.sqlite';
 
 export interface Storage {
   plans: PlanStore;
   comparisons: ComparisonStore;
+  snapshots: SnapshotStore;
   path: string;
   notices: StorageNotice[];
   close(): void;
@@ -22,11 +24,13 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
   const plans = new PlanStore(opened.db, options);
   plans.purgeDeleted();
   const comparisons = new ComparisonStore(opened.db, plans, options);
+  const snapshots = new SnapshotStore(opened.db, options);
   const damaged = plans.list().problems.length + comparisons.list().problems.length;
   const notices: StorageNotice[] = [...opened.notices, ...(damaged > 0 ? [{ id: 'rows_damaged' as const, count: damaged }] : [])];
   return {
     plans,
     comparisons,
+    snapshots,
     path,
     notices,
     close: () => {
@@ -38,3 +42,4 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
 export { DatabaseTooNewError } from './database.ts';
 export { PlanNotFoundError } from './plan-store.ts';
 export { ComparisonNotFoundError } from './comparison-store.ts';
+export { SnapshotNotFoundError } from './snapshot-store.ts';

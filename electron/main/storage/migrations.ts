@@ -79,6 +79,20 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX comparisons_listed ON comparisons (deleted_at, updated_at DESC);
     `,
   },
+  {
+    version: 4,
+    description: 'snapshots attached to plans: stored gzipped, with the cap they were replayed under and their peaks for the list',
+    sql: `
+      -- From here on, snapshots.bytes is always gzip (a pickle compresses about 10:1) and size_bytes the file as
+      -- opened; the attachment survives the original file moving or being deleted. One file per plan once.
+      ALTER TABLE snapshots ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;  -- length of the gzipped blob
+      ALTER TABLE snapshots ADD COLUMN memory_limit_bytes INTEGER;              -- the cap replayed under, or NULL
+      ALTER TABLE snapshots ADD COLUMN events INTEGER;                          -- trace events
+      ALTER TABLE snapshots ADD COLUMN real_peak_allocated_bytes INTEGER;
+      ALTER TABLE snapshots ADD COLUMN real_peak_reserved_bytes INTEGER;
+      CREATE UNIQUE INDEX snapshots_plan_file ON snapshots (plan_id, sha256);
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -138,7 +138,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     database_path: dbPath,
     notices,
   });
-  const handlers = createHandlers({ plans: storage.plans, comparisons: storage.comparisons, dialogs, info });
+  const handlers = createHandlers({ plans: storage.plans, comparisons: storage.comparisons, snapshots: storage.snapshots, dialogs, info });
   const isTrustedSender = (url: string | undefined) => url === origin;
 
   async function answerIpc(request: IncomingMessage, response: ServerResponse, channel: string): Promise<void> {

@@ -32,6 +32,7 @@ beforeEach(() => {
   const handlers = createHandlers({
     plans: storage.plans,
     comparisons: storage.comparisons,
+    snapshots: storage.snapshots,
     dialogs,
     info: () => ({ name: 'memplan', version: '0.1.0', electron_version: null, platform: 'linux', data_dir: '/d', database_path: '/d/plans.sqlite', notices: [] }),
   });

@@ -23,7 +23,7 @@ const noDialogs = new Proxy({}, { get: () => () => Promise.reject(new Error('no 
 
 function open(): void {
   storage = openStorage(path, { now: () => new Date((clock += 1000)) });
-  const handlers = createHandlers({ plans: storage.plans, comparisons: storage.comparisons, dialogs: noDialogs, info: () => { throw new Error('unused'); } });
+  const handlers = createHandlers({ plans: storage.plans, comparisons: storage.comparisons, snapshots: storage.snapshots, dialogs: noDialogs, info: () => { throw new Error('unused'); } });
   call = (channel, args) => dispatch(handlers, channel, args, { url: 'app://memplan/index.html' }, isAppUrl) as never;
 }
 
