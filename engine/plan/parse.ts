@@ -2,14 +2,17 @@
  * Reading a plan: JSON text or a value, checked once, at the edge. `safeParsePlan` returns every problem as a
  * value (a plan editor shows them beside their fields); `parsePlan` throws them as one InputIssuesError (the CLI).
  * Beyond the schema it checks what a simulation would otherwise reject later: a pasted config.json, the
- * allocator settings, and (given the catalog) the GPU's name.
+ * allocator settings, (given the catalog) the GPU's name, and that the plan is not too large to simulate
+ * (limits.ts: layers, parameters, micro-steps, allocator events, the memory cap).
  */
 import { parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
-import { resolveHfConfig } from '../models/hf/config.ts';
+import { resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
+import { PRESETS } from '../models/presets.ts';
 import type { Issue } from '../result/common.ts';
 import { issueOf, schemaIssues } from './issues.ts';
+import { limitIssues, rawLayerIssue } from './limits.ts';
 import { planSchema, type Plan } from './schema.ts';
 
 export type PlanParse = { ok: true; plan: Plan } | { ok: false; issues: Issue[] };
@@ -35,9 +38,10 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
       issues.push(issueOf(error));
     }
   };
+  let hf: HfConfig | null = null;
   if ('hf_config' in plan.model) {
     const config = plan.model.hf_config;
-    check(() => resolveHfConfig(config));
+    check(() => (hf = resolveHfConfig(config)));
   }
   check(() => parseAllocatorConf(plan.allocator.conf, 'allocator.conf'));
   const gpu = plan.gpu;
@@ -45,7 +49,13 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
     const catalog = options.catalog;
     check(() => findGpu(catalog, gpu.name));
   }
-  return issues;
+  if (issues.length) return issues;
+  // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
+  if ('preset' in plan.model) {
+    const preset = PRESETS[plan.model.preset]!;
+    if (preset.kind === 'hf') hf = resolveHfConfig(preset.config);
+  }
+  return limitIssues(plan, hf);
 }
 
 /** Every problem of the plan, or the plan with its defaults filled in. */
@@ -56,6 +66,8 @@ export function safeParsePlan(value: unknown, options: ParsePlanOptions = {}): P
       issues: [{ path: '', message: 'this is a Hugging Face config.json, not a plan: put it under model.hf_config in a plan ("model": {"hf_config": {...}}), with the training settings beside it (docs/plan-format.md)' }],
     };
   }
+  const tooMany = rawLayerIssue(value);
+  if (tooMany) return { ok: false, issues: [tooMany] };
   const result = planSchema.safeParse(value, { reportInput: true });
   if (!result.success) return { ok: false, issues: schemaIssues(result.error, value, planSchema) };
   const issues = laterIssues(result.data, options);

@@ -1,0 +1,190 @@
+/**
+ * The simulator is bounded and says so before it starts (engine/plan/limits.ts): the plans of issue 12's "Seen"
+ * list answer at once with "too large to simulate: ..." at the field that makes them so, the work estimates stay
+ * true to the events the simulator makes, and legitimate extremes still simulate.
+ */
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import catalogJson from '../../../resources/gpus.json' with { type: 'json' };
+import { parseGpuCatalog, planGpu, safeParsePlan, simulate, simulateResultSchema, type Plan } from '../../../engine/index.ts';
+import { estimateWork, LIMITS } from '../../../engine/plan/limits.ts';
+import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
+import { PRESETS, PRESET_NAMES } from '../../../engine/models/presets.ts';
+
+const catalog = parseGpuCatalog(catalogJson);
+const convTable: unknown = JSON.parse(gunzipSync(readFileSync(new URL('../../../resources/cudnn-workspaces-h100.json.gz', import.meta.url))).toString());
+const plan = (model: unknown, training: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({ format: 'memplan.plan', version: 1, model, training: { batch_size: 4, ...training }, ...extra });
+const mlp = { input_features: 64, layers: [{ type: 'linear', in_features: 64, out_features: 64 }, { type: 'relu' }, { type: 'linear', in_features: 64, out_features: 10 }] };
+
+/** One of every layer type, convolutions first. */
+const everyLayer = {
+  input_shape: [3, 16, 16],
+  layers: [
+    { type: 'conv2d', in_channels: 3, out_channels: 8, kernel_size: 3, padding: 1 },
+    { type: 'batch_norm2d', num_features: 8 },
+    { type: 'residual', layers: [{ type: 'conv2d', in_channels: 8, out_channels: 8, kernel_size: 3, padding: 1 }, { type: 'relu' }] },
+    { type: 'max_pool2d', kernel_size: 2 },
+    { type: 'adaptive_avg_pool2d', output_size: 1 },
+    { type: 'flatten' },
+    { type: 'repeat', count: 3, layers: [{ type: 'linear', in_features: 8, out_features: 8 }, { type: 'layer_norm', normalized_shape: 8 }, { type: 'gelu' }, { type: 'dropout', p: 0.1 }] },
+    { type: 'rms_norm', normalized_shape: 8 },
+    { type: 'silu' },
+    { type: 'tanh' },
+    { type: 'sigmoid' },
+    { type: 'linear', in_features: 8, out_features: 10 },
+  ],
+  };
+
+/** The plan's issues by path, and how long reading it took. */
+function read(value: unknown) {
+  const t0 = performance.now();
+  const r = safeParsePlan(value, { catalog });
+  const ms = performance.now() - t0;
+  if (r.ok) throw new Error('expected issues');
+  return { issues: Object.fromEntries(r.issues.map((i) => [i.path, i.message])), ms };
+}
+
+function valid(value: unknown): Plan {
+  const r = safeParsePlan(value, { catalog });
+  if (!r.ok) throw new Error(r.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
+  return r.plan;
+}
+
+/** Every allocator event of a simulation, counted. */
+function simulatedEvents(p: Plan): number {
+  let events = 0;
+  simulate(p, { device: planGpu(p, catalog, convTable), onTrace: () => void events++, timelinePoints: 0, peakDetails: false });
+  return events;
+}
+
+function hfOf(p: Plan) {
+  const m = p.model;
+  if ('hf_config' in m) return resolveHfConfig(m.hf_config);
+  if ('preset' in m && PRESETS[m.preset]!.kind === 'hf') return resolveHfConfig((PRESETS[m.preset] as { config: Record<string, unknown> }).config);
+  return null;
+}
+
+describe('the cases of issue 12, refused at once at their field', () => {
+  it('a billion accumulation steps', () => {
+    const { issues, ms } = read(plan({ preset: 'gpt2' }, { seq_len: 256, grad_accumulation_steps: 1_000_000_000 }));
+    expect(issues['training.grad_accumulation_steps']).toBe(
+      'too large to simulate: 1,000,000,000 micro-steps per optimizer step; the limit is 10,000. The peak does not change past the second micro-step: plan with 2 to see it',
+    );
+    expect(ms).toBeLessThan(1000);
+  });
+
+  it('accumulation under the micro-step limit but over the event limit names the product', () => {
+    const { issues } = read(plan({ preset: 'gpt2-xl' }, { grad_accumulation_steps: 5000 }));
+    expect(issues['training.grad_accumulation_steps']).toMatch(/^too large to simulate: 4 steps x 5,000 micro-steps x about [\d,]+ allocator events each = about [\d,]+ events; the limit is 10,000,000/);
+  });
+
+  it('ten million GPT-2 blocks', () => {
+    const { issues, ms } = read(plan({ hf_config: { model_type: 'gpt2', n_layer: 10_000_000 } }));
+    expect(issues['model.hf_config.n_layer']).toBe('too large to simulate: 10,000,000 blocks; the limit is 100,000 (the model is built and its graph held in memory)');
+    expect(ms).toBeLessThan(1000);
+  });
+
+  it('blocks under the layer limit whose one micro-step is too large', () => {
+    const { issues } = read(plan({ hf_config: { model_type: 'llama', num_hidden_layers: 50_000, hidden_size: 64, num_attention_heads: 4, intermediate_size: 128 } }));
+    expect(issues['model.hf_config.num_hidden_layers']).toMatch(/^too large to simulate: one micro-step of 50,000 blocks makes about [\d,]+ allocator events; the limit is 1,000,000/);
+  });
+
+  it('a million relu layers, and a repeat that expands to too many', () => {
+    const million = plan({ input_features: 64, layers: [{ type: 'linear', in_features: 64, out_features: 64 }, ...Array.from({ length: 1_000_000 }, () => ({ type: 'relu' }))] });
+    const { issues, ms } = read(million);
+    expect(issues['model.layers']).toMatch(/^too large to simulate: more than 100,000 layers; the limit is 100,000/);
+    expect(ms).toBeLessThan(1000);
+    const nested = read(plan({ input_features: 8, layers: [{ type: 'repeat', count: 1_000_000_000, layers: [{ type: 'repeat', count: 1_000_000_000, layers: [{ type: 'linear', in_features: 8, out_features: 8 }] }] }] }));
+    expect(nested.issues['model.layers']).toBe('too large to simulate: more than 10^15 layers; the limit is 100,000 (the model is built and its graph held in memory)');
+  });
+
+  it('a layer list without parameters has nothing to train', () => {
+    expect(read(plan({ input_features: 64, layers: [{ type: 'relu' }, { type: 'repeat', count: 3, layers: [{ type: 'gelu' }] }] })).issues['model.layers']).toMatch(
+      /^no layer has parameters, so there is nothing to train: loss.backward\(\) would raise "element 0 of tensors does not require grad"/,
+    );
+  });
+
+  it('a memory cap of 80 bytes: did you mean 80 GB?', () => {
+    const { issues } = read(plan({ preset: 'gpt2' }, {}, { gpu: { memory_limit_bytes: 80 } }));
+    expect(issues['gpu.memory_limit_bytes']).toBe(
+      "80 bytes is less than the smallest segment PyTorch's allocator reserves (2 MiB), so every allocation would run out of memory; the cap is in bytes: did you mean 80 GB (80000000000) or 80 GiB (85899345920)?",
+    );
+    expect(read(plan({ preset: 'gpt2' }, {}, { gpu: { memory_limit_bytes: 2 ** 51 } })).issues['gpu.memory_limit_bytes']).toMatch(/^too large to simulate: a cap of 2251799813685248 bytes \(2 PiB\); the limit is 1 PiB/);
+    expect(safeParsePlan(plan({ preset: 'gpt2' }, {}, { gpu: { memory_limit_bytes: 2 * 1024 * 1024 } })).ok).toBe(true);
+  });
+
+  it('too many parameters, named at the layer that holds them', () => {
+    const { issues } = read(plan({ input_features: 8, layers: [{ type: 'linear', in_features: 8, out_features: 8 }, { type: 'embedding', num_embeddings: 1e9, embedding_dim: 1e5 }] }));
+    expect(issues['model.layers']).toMatch(/^too large to simulate: 100,000,000,00\d,\d{3} parameters; the limit is 10,000,000,000,000/);
+  });
+});
+
+describe('the work estimate', () => {
+  // Every preset at a short sequence, layer lists of every type, accumulation and checkpointing: the estimate is
+  // never below the events simulated, and within a few times of them (a limit is then about what it says).
+  const cases: [string, unknown][] = [
+    ...PRESET_NAMES.map((name): [string, unknown] => [name, plan({ preset: name }, { batch_size: 1, seq_len: 64, image_size: 64 }, { gpu: { memory_limit_bytes: 2 ** 46 } })]),
+    ['mlp accumulation 4', plan(mlp, { grad_accumulation_steps: 4 })],
+    ['gpt2 amp checkpointed, accumulation 3', plan({ hf_config: { model_type: 'gpt2', n_layer: 6, n_embd: 64, n_head: 4 } }, { seq_len: 32, precision: 'amp_fp16', activation_checkpointing: true, grad_accumulation_steps: 3 })],
+    ['llama reentrant eager', plan({ hf_config: { model_type: 'llama', num_hidden_layers: 4, hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128 } }, { seq_len: 32, activation_checkpointing: 'reentrant', attention: 'eager' })],
+    ['every layer type, amp checkpointed', plan(everyLayer, { precision: 'amp_bf16', activation_checkpointing: true })],
+    ['every layer type, fp32', plan(everyLayer, { precision: 'fp32' })],
+    ['every layer type, fp16', plan(everyLayer, { precision: 'fp16' })],
+    ['tokens and attention', plan({ input_shape: [16], layers: [{ type: 'embedding', num_embeddings: 100, embedding_dim: 32 }, { type: 'repeat', count: 2, layers: [{ type: 'residual', layers: [{ type: 'self_attention', embed_dim: 32, num_heads: 4 }] }] }, { type: 'linear', in_features: 32, out_features: 100 }] }, { precision: 'bf16' })],
+  ];
+  it.each(cases)('bounds the events simulated: %s', (_name, value) => {
+    const p = valid(value);
+    const estimate = estimateWork(p, hfOf(p)).events;
+    const actual = simulatedEvents(p);
+    expect(estimate).toBeGreaterThanOrEqual(actual);
+    expect(estimate).toBeLessThanOrEqual(6 * actual);
+  });
+
+  it('the peak does not change past the second micro-step (what the micro-step message advises)', () => {
+    for (const model of [mlp, { preset: 'gpt2' }, { hf_config: { model_type: 'bert', num_hidden_layers: 2 } }]) {
+      const peaks = [2, 5].map((a) => {
+        const p = valid(plan(model, { batch_size: 8, seq_len: 128, precision: 'amp_fp16', grad_accumulation_steps: a }));
+        const r = simulate(p, { device: planGpu(p, catalog), timelinePoints: 0, peakDetails: false });
+        return [r.peak_allocated_bytes, r.peak_reserved_bytes];
+      });
+      expect(peaks[1]).toEqual(peaks[0]);
+    }
+  });
+});
+
+describe('legitimate extremes still simulate', () => {
+  it('a 405B-parameter Llama (126 blocks, hidden 16384, bf16, seq 4096, checkpointing) on a GPU large enough', () => {
+    const [h, layers, inter, vocab, kv] = [16384, 126, 53248, 128256, 1024];
+    const value = plan(
+      { hf_config: { model_type: 'llama', num_hidden_layers: layers, hidden_size: h, num_attention_heads: 128, num_key_value_heads: 8, intermediate_size: inter, vocab_size: vocab, max_position_embeddings: 131072 } },
+      { batch_size: 1, seq_len: 4096, precision: 'bf16', activation_checkpointing: true },
+      { gpu: { memory_limit_bytes: 2 ** 44 } },
+    );
+    const p = valid(value);
+    const t0 = performance.now();
+    const r = simulateResultSchema.parse(JSON.parse(JSON.stringify(simulate(p, { device: planGpu(p, catalog) }), (_k, v: unknown) => (ArrayBuffer.isView(v) ? Array.from(v as Float64Array) : v))));
+    const seconds = (performance.now() - t0) / 1000;
+    // embeddings and head untied; per block q, o (h x h), k, v (kv x h), gate, up, down (inter x h), two norms
+    const parameters = 2 * vocab * h + layers * (2 * h * h + 2 * kv * h + 3 * inter * h + 2 * h) + h;
+    expect(r.model.parameter_count).toBe(parameters);
+    expect(parameters).toBeGreaterThan(405e9);
+    expect(r.fits).toBe(true);
+    expect(r.peak_reserved_bytes).toBeGreaterThan(4 * parameters); // weights, gradients, two AdamW states in bf16
+    console.log(`405B Llama: ${parameters.toLocaleString('en-US')} parameters, peak reserved ${r.peak_reserved_bytes} bytes, ${seconds.toFixed(1)} s`);
+  });
+
+  it('a batch of 1,000,000 rows through a small MLP', () => {
+    const p = valid(plan({ input_features: 32, layers: [{ type: 'linear', in_features: 32, out_features: 64 }, { type: 'relu' }, { type: 'linear', in_features: 64, out_features: 10 }] }, { batch_size: 1_000_000 }));
+    const r = simulate(p, { device: planGpu(p, catalog) });
+    expect(r.fits).toBe(true);
+    expect(r.peak_allocated_bytes).toBeGreaterThan(1_000_000 * (32 + 64 + 64 + 10) * 4);
+    expect(Number.isSafeInteger(r.peak_reserved_bytes)).toBe(true);
+  });
+
+  it('the largest plans under the limits are accepted', () => {
+    expect(safeParsePlan(plan(mlp, { grad_accumulation_steps: LIMITS.micro_steps })).ok).toBe(true);
+    const deep = plan({ input_features: 8, layers: [{ type: 'linear', in_features: 8, out_features: 8 }, { type: 'repeat', count: LIMITS.layers - 1, layers: [{ type: 'relu' }] }] });
+    expect(safeParsePlan(deep).ok).toBe(true);
+  });
+});
