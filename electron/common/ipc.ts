@@ -27,6 +27,10 @@ export const MAX_RESULT_JSON_BYTES = 32 * 1024 * 1024;
 export const MAX_TEXT_FILE_BYTES = 16 * 1024 * 1024;
 /** A PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot`): tens to hundreds of MB for long recordings. */
 export const MAX_SNAPSHOT_BYTES = 1024 * 1024 * 1024;
+/** An exported image (a chart as PNG): a 4K canvas at twice the pixel ratio is a few MB. */
+export const MAX_IMAGE_BYTES = 32 * 1024 * 1024;
+/** Images saved beside one report (its charts). */
+export const MAX_REPORT_IMAGES = 16;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Values
@@ -206,6 +210,22 @@ export const snapshotRecordSchema = snapshotSummarySchema.extend({
   result: resultJsonSchema.nullable(),
 });
 
+/** A file name the renderer suggests or names (an export, a report's image): no folder, nothing a file system refuses. */
+export const fileNameSchema = z
+  .string({ error: 'must be text' })
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^[^/\\:*?"<>|\u0000-\u001f]+$/, 'must be a file name, without a folder')
+  .refine((name) => name !== '.' && name !== '..', 'must be a file name, without a folder');
+
+const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** PNG bytes (the signature checked: a report's images are charts, nothing else is written beside it). */
+export const pngBytesSchema = z
+  .instanceof(ArrayBuffer, { error: 'must be the bytes of a PNG image' })
+  .refine((bytes) => bytes.byteLength <= MAX_IMAGE_BYTES, `must be at most ${MAX_IMAGE_BYTES} bytes`)
+  .refine((bytes) => bytes.byteLength > 8 && PNG_SIGNATURE.every((b, i) => new Uint8Array(bytes, 0, 8)[i] === b), 'must be a PNG image');
+
 const noArgs = z.strictObject({}).optional();
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -299,6 +319,33 @@ export const contract = {
   'snapshots:get': { args: z.strictObject({ id: snapshotIdSchema }), result: snapshotRecordSchema.nullable() },
   /** Removes the attachment (the plan stays). */
   'snapshots:detach': { args: z.strictObject({ id: snapshotIdSchema }), result: z.object({ id: snapshotIdSchema }) },
+  /** A native save dialog, then writes the PNG `bytes` (a chart); null when the user cancels. */
+  'files:saveBytes': {
+    args: z.strictObject({
+      suggested_name: fileNameSchema,
+      bytes: pngBytesSchema,
+      filters: z.array(fileFilterSchema).max(10).default([]),
+    }),
+    result: z.object({ name: z.string() }).nullable(),
+  },
+  /**
+   * A report: a native save dialog for the Markdown file, then writes `text` (UTF-8) there and each image beside
+   * it, in the same folder, under its own name (the Markdown links them by those names); null on cancel. `images`
+   * in the answer are the names written.
+   */
+  'files:saveReport': {
+    args: z
+      .strictObject({
+        suggested_name: fileNameSchema,
+        text: z.string({ error: 'must be text' }).max(MAX_TEXT_FILE_BYTES, `must be at most ${MAX_TEXT_FILE_BYTES} characters`),
+        images: z
+          .array(z.strictObject({ name: fileNameSchema.regex(/\.png$/i, 'must end in .png'), bytes: pngBytesSchema }))
+          .max(MAX_REPORT_IMAGES, `must be at most ${MAX_REPORT_IMAGES} images`)
+          .default([]),
+      })
+      .refine((args) => new Set(args.images.map((i) => i.name.toLowerCase())).size === args.images.length, { path: ['images'], message: 'must have different names' }),
+    result: z.object({ name: z.string(), images: z.array(z.string()) }).nullable(),
+  },
   'app:info': { args: noArgs, result: appInfoSchema },
 } as const satisfies Record<InvokeChannel, { args: z.ZodType; result: z.ZodType }>;
 

@@ -1,7 +1,7 @@
-/** The native open and save dialogs behind files.openText / openBytes / saveText (handlers/handlers.ts `Dialogs`). */
+/** The native open and save dialogs behind files.openText / openBytes / saveText / saveBytes / saveReport (handlers/handlers.ts `Dialogs`). */
 import { readFile, stat, writeFile } from 'node:fs/promises';
-import { basename } from 'node:path';
-import { BrowserWindow, dialog, type FileFilter, type OpenDialogOptions } from 'electron';
+import { basename, dirname, join } from 'node:path';
+import { BrowserWindow, dialog, type FileFilter, type OpenDialogOptions, type SaveDialogOptions } from 'electron';
 import { MAX_SNAPSHOT_BYTES, MAX_TEXT_FILE_BYTES } from '../common/ipc.ts';
 import type { Dialogs } from './handlers/handlers.ts';
 
@@ -13,6 +13,14 @@ const OPEN: Record<'plan' | 'hf_config' | 'snapshot', { title: string; filters: 
     filters: [{ name: 'Memory snapshot', extensions: ['pickle', 'pkl', 'gz'] }, { name: 'All files', extensions: ['*'] }],
   },
 };
+
+/** The path the user chose in a save dialog, or null when cancelled. */
+async function chooseSavePath(suggestedName: string, filters: FileFilter[]): Promise<string | null> {
+  const window = BrowserWindow.getFocusedWindow();
+  const options: SaveDialogOptions = { defaultPath: suggestedName, filters: filters.length > 0 ? filters : [{ name: 'All files', extensions: ['*'] }] };
+  const choice = window ? await dialog.showSaveDialog(window, options) : await dialog.showSaveDialog(options);
+  return choice.canceled || !choice.filePath ? null : choice.filePath;
+}
 
 async function chooseFile(purpose: keyof typeof OPEN, maxBytes: number): Promise<string | null> {
   const window = BrowserWindow.getFocusedWindow();
@@ -43,5 +51,22 @@ export const electronDialogs: Dialogs = {
     if (choice.canceled || !choice.filePath) return null;
     await writeFile(choice.filePath, text, 'utf8');
     return { name: basename(choice.filePath) };
+  },
+  async saveBytes({ suggested_name, bytes, filters }) {
+    const path = await chooseSavePath(suggested_name, filters);
+    if (path === null) return null;
+    await writeFile(path, new Uint8Array(bytes));
+    return { name: basename(path) };
+  },
+  async saveReport({ suggested_name, text, images }) {
+    const path = await chooseSavePath(suggested_name, [{ name: 'Markdown', extensions: ['md'] }]);
+    if (path === null) return null;
+    // The images go beside the report under the names its links use (the contract checked they are plain names).
+    const folder = dirname(path);
+    const clash = images.find((image) => join(folder, image.name) === path);
+    if (clash) throw new Error(`${clash.name} is the report's own name; choose another name for the report`);
+    for (const image of images) await writeFile(join(folder, image.name), new Uint8Array(image.bytes));
+    await writeFile(path, text, 'utf8');
+    return { name: basename(path), images: images.map((image) => image.name) };
   },
 };

@@ -33,7 +33,15 @@ export function menuTemplate({ isMac, isDev, send, openDataFolder }: MenuContext
         separator,
         command('Save', 'save', 'CmdOrCtrl+S', true),
         command('Save As…', 'save-as', 'CmdOrCtrl+Shift+S', true),
-        command('Export Plan File…', 'export-plan', 'CmdOrCtrl+E'),
+        {
+          label: 'Export',
+          submenu: [
+            command('Plan File (JSON)…', 'export-plan', 'CmdOrCtrl+E'),
+            command('Timeline (CSV)…', 'export-timeline-csv'),
+            command('Chart (PNG)…', 'export-chart-png'),
+            command('Report (Markdown)…', 'export-report'),
+          ],
+        },
         separator,
         command('Import config.json…', 'import-hf-config', 'CmdOrCtrl+I'),
         command('Open Memory Snapshot…', 'open-snapshot', 'CmdOrCtrl+Shift+O'),

@@ -15,6 +15,10 @@ export interface Dialogs {
   openBytes(purpose: 'snapshot'): Promise<ChannelResult<'files:openBytes'>>;
   /** Shows a save dialog and writes the text; null when the user cancels. */
   saveText(args: { suggested_name: string; text: string; filters: FileFilter[] }): Promise<ChannelResult<'files:saveText'>>;
+  /** Shows a save dialog and writes the bytes (a chart's PNG); null when the user cancels. */
+  saveBytes(args: { suggested_name: string; bytes: ArrayBuffer; filters: FileFilter[] }): Promise<ChannelResult<'files:saveBytes'>>;
+  /** Shows a save dialog for a report's Markdown, writes it and its images beside it; null when the user cancels. */
+  saveReport(args: { suggested_name: string; text: string; images: { name: string; bytes: ArrayBuffer }[] }): Promise<ChannelResult<'files:saveReport'>>;
 }
 
 export interface HandlerContext {
@@ -37,6 +41,8 @@ export function createHandlers({ plans, comparisons, snapshots, dialogs, info }:
     'files:openText': ({ purpose }) => dialogs.openText(purpose),
     'files:openBytes': ({ purpose }) => dialogs.openBytes(purpose),
     'files:saveText': (args) => dialogs.saveText(args),
+    'files:saveBytes': (args) => dialogs.saveBytes(args),
+    'files:saveReport': (args) => dialogs.saveReport(args),
     'comparisons:list': () => comparisons.list(),
     'comparisons:get': ({ id }) => comparisons.get(id),
     'comparisons:save': (args) => comparisons.save(args),

@@ -6,11 +6,19 @@
  * Playwright sends the function's source to the page.
  *
  * Arguments are structured-cloned first, as Electron's IPC does (a proxy or a function is refused the same way),
- * then sent as JSON: typed arrays as plain arrays (as SQLite stores them); an ArrayBuffer answer (a snapshot's
- * bytes) comes back as `{ $bytes_base64 }` and is turned back into an ArrayBuffer.
+ * then sent as JSON: typed arrays as plain arrays (as SQLite stores them), an ArrayBuffer (a chart's PNG) as
+ * `{ $bytes_base64 }`; an ArrayBuffer answer (a snapshot's bytes) comes back as `{ $bytes_base64 }` and is turned
+ * back into an ArrayBuffer.
  */
 export function installMemplanClient(channels: readonly string[]): void {
-  const replacer = (_key: string, value: unknown): unknown => (ArrayBuffer.isView(value) && !(value instanceof DataView) ? Array.from(value as unknown as ArrayLike<number>) : value);
+  const toBase64 = (buffer: ArrayBuffer): string => {
+    const bytes = new Uint8Array(buffer);
+    let binary = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return btoa(binary);
+  };
+  const replacer = (_key: string, value: unknown): unknown =>
+    value instanceof ArrayBuffer ? { $bytes_base64: toBase64(value) } : ArrayBuffer.isView(value) && !(value instanceof DataView) ? Array.from(value as unknown as ArrayLike<number>) : value;
   const reviver = (_key: string, value: unknown): unknown => {
     if (value && typeof value === 'object' && typeof (value as { $bytes_base64?: unknown }).$bytes_base64 === 'string') {
       const binary = atob((value as { $bytes_base64: string }).$bytes_base64);

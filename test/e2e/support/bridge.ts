@@ -8,7 +8,8 @@
  * - answers `POST /ipc/<channel>` with the main process's own dispatch and handlers (electron/main/handlers: the
  *   contract's validation included) on a real SQLite file, opened as the app opens it (electron/main/storage);
  *   only calls whose Origin is the bridge's own are accepted, as Electron accepts only app://memplan;
- * - answers the file dialogs from queues the test fills (`queueOpenFile`), keeps what "Save" wrote (`savedFiles`);
+ * - answers the file dialogs from queues the test fills (`queueOpenFile`), keeps what "Save" wrote (`savedFiles`,
+ *   `savedBinaries`, `savedReports`);
  * - sends application-menu commands to the page as server-sent events (`sendMenuCommand`).
  *
  * The page gets `window.memplan` from bridge-client.ts: `await bridge.install(context)` (or
@@ -67,8 +68,12 @@ export interface Bridge {
   queueSaveAnswer(name: string | null): void;
   /** Every file a save dialog "wrote", in order. */
   readonly savedFiles: { name: string; text: string }[];
+  /** Every binary file (files.saveBytes: a chart's PNG) a save dialog "wrote", in order. */
+  readonly savedBinaries: { name: string; bytes: Uint8Array }[];
+  /** Every report (files.saveReport: the Markdown and the images beside it) a save dialog "wrote", in order. */
+  readonly savedReports: { name: string; text: string; images: { name: string; bytes: Uint8Array }[] }[];
   /** Every dialog the page asked for, in order. */
-  readonly dialogsShown: { kind: 'openText' | 'openBytes' | 'saveText'; purpose: string }[];
+  readonly dialogsShown: { kind: 'openText' | 'openBytes' | 'saveText' | 'saveBytes' | 'saveReport'; purpose: string }[];
   /** Sends an application-menu command to the page (queued until the page listens). */
   sendMenuCommand(command: MenuCommand): void;
   /** Every IPC call answered, in order (for assertions: `calls.filter((c) => c.channel === 'plans:save')`). */
@@ -80,6 +85,15 @@ export interface Bridge {
 
 function bytesToBase64(bytes: ArrayBuffer): string {
   return Buffer.from(bytes).toString('base64');
+}
+
+/** `{ $bytes_base64 }` in a call's arguments (bridge-client.ts sends an ArrayBuffer so) back to an ArrayBuffer. */
+function bytesReviver(_key: string, value: unknown): unknown {
+  if (value && typeof value === 'object' && typeof (value as { $bytes_base64?: unknown }).$bytes_base64 === 'string') {
+    const bytes = Buffer.from((value as { $bytes_base64: string }).$bytes_base64, 'base64');
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  }
+  return value;
 }
 
 async function readBody(request: IncomingMessage): Promise<string> {
@@ -100,6 +114,8 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const openQueue: (QueuedFile | null)[] = [];
   const saveQueue: (string | null)[] = [];
   const savedFiles: { name: string; text: string }[] = [];
+  const savedBinaries: Bridge['savedBinaries'] = [];
+  const savedReports: Bridge['savedReports'] = [];
   const dialogsShown: Bridge['dialogsShown'] = [];
   const calls: Bridge['calls'] = [];
   const menuClients = new Set<ServerResponse>();
@@ -127,6 +143,20 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       savedFiles.push({ name: answer, text });
       return { name: answer };
     },
+    async saveBytes({ suggested_name, bytes }): Promise<ChannelResult<'files:saveBytes'>> {
+      dialogsShown.push({ kind: 'saveBytes', purpose: suggested_name });
+      const answer = saveQueue.length > 0 ? saveQueue.shift()! : suggested_name;
+      if (answer === null) return null;
+      savedBinaries.push({ name: answer, bytes: new Uint8Array(bytes) });
+      return { name: answer };
+    },
+    async saveReport({ suggested_name, text, images }): Promise<ChannelResult<'files:saveReport'>> {
+      dialogsShown.push({ kind: 'saveReport', purpose: suggested_name });
+      const answer = saveQueue.length > 0 ? saveQueue.shift()! : suggested_name;
+      if (answer === null) return null;
+      savedReports.push({ name: answer, text, images: images.map((image) => ({ name: image.name, bytes: new Uint8Array(image.bytes) })) });
+      return { name: answer, images: images.map((image) => image.name) };
+    },
   };
   const notices: StorageNotice[] = storage.notices;
   const info = (): AppInfo => ({
@@ -146,7 +176,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     let answer: IpcAnswer<unknown>;
     try {
       // `null` stands for "no arguments" (JSON has no undefined), as ipcRenderer.invoke(channel) sends none.
-      const args: unknown = body === '' ? undefined : (JSON.parse(body) ?? undefined);
+      const args: unknown = body === '' ? undefined : (JSON.parse(body, bytesReviver) ?? undefined);
       answer = await dispatch(handlers, channel, args, { url: request.headers.origin }, isTrustedSender);
     } catch (error) {
       if (!(error instanceof SyntaxError)) throw error;
@@ -201,6 +231,8 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     queueOpenFile: (file) => void openQueue.push(file),
     queueSaveAnswer: (name) => void saveQueue.push(name),
     savedFiles,
+    savedBinaries,
+    savedReports,
     dialogsShown,
     sendMenuCommand(command) {
       if (menuClients.size === 0) pendingCommands.push(command);

@@ -20,6 +20,7 @@ let clock: number;
 let call: <C extends InvokeChannel>(channel: C, args?: unknown, sender?: string | null) => Promise<IpcAnswer<ChannelResult<C>>>;
 let value: <C extends InvokeChannel>(channel: C, args?: unknown) => Promise<ChannelResult<C>>;
 const opened: string[] = [];
+const saved: { name: string; bytes: number }[] = [];
 
 beforeEach(() => {
   clock = Date.parse('2026-11-24T03:00:00.000Z');
@@ -28,6 +29,8 @@ beforeEach(() => {
     openText: async (purpose) => (opened.push(purpose), { name: 'config.json', text: '{"model_type":"llama"}' }),
     openBytes: async () => ({ name: 'snap.pickle', bytes: new Uint8Array([128, 4, 46]).buffer }),
     saveText: async ({ suggested_name }) => ({ name: suggested_name }),
+    saveBytes: async ({ suggested_name, bytes }) => (saved.push({ name: suggested_name, bytes: bytes.byteLength }), { name: suggested_name }),
+    saveReport: async ({ suggested_name, images }) => ({ name: suggested_name, images: images.map((i) => i.name) }),
   };
   const handlers = createHandlers({
     plans: storage.plans,
@@ -240,6 +243,20 @@ describe('files and app', () => {
     const snapshot = await value('files:openBytes', { purpose: 'snapshot' });
     expect(snapshot?.bytes).toBeInstanceOf(ArrayBuffer);
     expect(await value('files:saveText', { suggested_name: 'plan.json', text: '{}', filters: [{ name: 'Plan', extensions: ['json'] }] })).toEqual({ name: 'plan.json' });
+  });
+
+  it('saves a PNG and a report with its images; anything that is not a PNG, or a name with a folder, is refused', async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]).buffer;
+    expect(await value('files:saveBytes', { suggested_name: 'timeline.png', bytes: png })).toEqual({ name: 'timeline.png' });
+    expect(saved.at(-1)).toEqual({ name: 'timeline.png', bytes: 12 });
+    const images = [{ name: 'r-timeline.png', bytes: png }];
+    expect(await value('files:saveReport', { suggested_name: 'r.md', text: '# r', images })).toEqual({ name: 'r.md', images: ['r-timeline.png'] });
+    const refused = async (channel: 'files:saveBytes' | 'files:saveReport', args: unknown) => ((await call(channel, args)) as { error?: { message: string } }).error?.message;
+    expect(await refused('files:saveBytes', { suggested_name: 'x.png', bytes: new TextEncoder().encode('#!/bin/sh').buffer })).toBe('files.saveBytes: bytes: must be a PNG image');
+    expect(await refused('files:saveBytes', { suggested_name: 'x.png', bytes: 'iVBORw0K' })).toBe('files.saveBytes: bytes: must be the bytes of a PNG image');
+    expect(await refused('files:saveReport', { suggested_name: 'r.md', text: '', images: [{ name: '../x.png', bytes: png }] })).toBe('files.saveReport: images[0].name: must be a file name, without a folder');
+    expect(await refused('files:saveReport', { suggested_name: 'r.md', text: '', images: [{ name: 'x.sh', bytes: png }] })).toBe('files.saveReport: images[0].name: must end in .png');
+    expect(await refused('files:saveReport', { suggested_name: 'r.md', text: '', images: [images[0], images[0]] })).toBe('files.saveReport: images: must have different names');
   });
 
   it('app.info takes no arguments', async () => {
