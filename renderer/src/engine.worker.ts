@@ -25,5 +25,7 @@ function yieldToEventLoop(): Promise<void> {
 }
 
 const host = createEngineHost({ catalog, convTable, yieldToEventLoop });
-const scope = self as unknown as { postMessage(answer: EngineAnswer): void; onmessage: ((e: MessageEvent<unknown>) => void) | null };
-scope.onmessage = (event) => void host.handle(event.data, (answer) => scope.postMessage(answer));
+const scope = self as unknown as { postMessage(answer: EngineAnswer, transfer: Transferable[]): void; onmessage: ((e: MessageEvent<unknown>) => void) | null };
+// A snapshot's bytes go back to the renderer as they came: transferred, not copied.
+const transfer = (answer: EngineAnswer): Transferable[] => (answer.kind === 'replay_result' && answer.bytes instanceof ArrayBuffer ? [answer.bytes] : []);
+scope.onmessage = (event) => void host.handle(event.data, (answer) => scope.postMessage(answer, transfer(answer)));

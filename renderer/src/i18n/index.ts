@@ -5,12 +5,13 @@
 import { shell } from './shell.ts';
 import { results } from './results.ts';
 import { exportsMessages } from './exports.ts';
+import { snapshot } from './snapshot.ts';
 import type { Locale } from './types.ts';
 
 export type { Locale } from './types.ts';
 export { LOCALES } from './types.ts';
 
-const areas = [shell, results, exportsMessages] as const;
+const areas = [shell, results, exportsMessages, snapshot] as const;
 
 type Merge<A extends readonly { en: object; 'zh-CN': object }[], L extends Locale> = A extends readonly [infer H, ...infer R]
   ? (H extends Record<L, infer M> ? M : never) & (R extends readonly { en: object; 'zh-CN': object }[] ? Merge<R, L> : unknown)
