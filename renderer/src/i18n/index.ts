@@ -4,6 +4,7 @@
  */
 import { shell } from './shell.ts';
 import { results } from './results.ts';
+import { compareMessages } from './compare.ts';
 import { exportsMessages } from './exports.ts';
 import { snapshot } from './snapshot.ts';
 import type { Locale } from './types.ts';
@@ -11,7 +12,7 @@ import type { Locale } from './types.ts';
 export type { Locale } from './types.ts';
 export { LOCALES } from './types.ts';
 
-const areas = [shell, results, exportsMessages, snapshot] as const;
+const areas = [shell, results, exportsMessages, compareMessages, snapshot] as const;
 
 type Merge<A extends readonly { en: object; 'zh-CN': object }[], L extends Locale> = A extends readonly [infer H, ...infer R]
   ? (H extends Record<L, infer M> ? M : never) & (R extends readonly { en: object; 'zh-CN': object }[] ? Merge<R, L> : unknown)

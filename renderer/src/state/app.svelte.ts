@@ -5,6 +5,7 @@
 import { PlanEditor } from './plan-editor.svelte.ts';
 import { EngineClient } from './engine.svelte.ts';
 import { library } from './library.svelte.ts';
+import { compare } from './compare.svelte.ts';
 import { settings } from './settings.svelte.ts';
 import { toasts } from './toasts.svelte.ts';
 import { localizeIssue } from '../i18n/issues.ts';
@@ -12,7 +13,7 @@ import { localizeIssue } from '../i18n/issues.ts';
 export const editor = new PlanEditor();
 editor.markSaved(null);
 export const engine = new EngineClient();
-export { library, settings, toasts };
+export { compare, library, settings, toasts };
 
 export interface ShownIssue {
   path: string;
