@@ -32,3 +32,8 @@ export function deviceFor(gpu: GpuSpec): Device {
 export function planGpu(plan: Plan): Device {
   return enginePlanGpu(plan, gpuCatalog(), planNeedsConvTable(plan) ? convWorkspaceData() : null);
 }
+
+/** A catalog GPU as the engine simulates the plan on it (the convolution table only when the plan needs it). */
+export function gpuDevice(plan: Plan, gpu: GpuSpec): Device {
+  return engineDeviceFor(gpu, planNeedsConvTable(plan) ? convWorkspaceData() : null);
+}

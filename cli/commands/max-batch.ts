@@ -1,28 +1,31 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
 import { DEFAULT_SAFETY_MARGIN, InputError, advise, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
-import { parseByteCount, parseCommandArgs } from '../args.ts';
-import { readPlanFile } from '../files.ts';
-import { planGpu } from '../gpus.ts';
+import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
+import { caveatsFor, caveatsText, type Caveats } from '../caveats.ts';
+import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
+import { maxBatchOnEveryGpu } from './max-batch-all.ts';
 import { adviceChange, adviceCost, notApplicableText, recommendationText } from '../words.ts';
 
-const usage = `Usage: memplan max-batch PLAN.json [--gpu NAME | --memory-limit-bytes N] [options]
+const usage = `Usage: memplan max-batch PLAN.json [options]
 
 Finds the largest micro-batch (training.batch_size) whose training steps run without CUDA out of memory,
-by simulating each trial batch. The cap is --memory-limit-bytes (what set_per_process_memory_fraction would
-impose), else the plan's gpu.memory_limit_bytes, else the GPU's memory less the CUDA context.
+by simulating each trial batch. The cap is --memory-limit or --memory-fraction (what
+set_per_process_memory_fraction would impose), else the plan's gpu.memory_limit_bytes, else the GPU's memory
+less the CUDA context. The flags below override the plan's fields (the file is not changed), e.g.
+  memplan max-batch examples/gpt2-config-json.plan.json --seq-len 2048 --precision amp_bf16 --gpu all
 
 Options:
-  --gpu NAME               a GPU of the catalog (id such as h100-sxm, or the name torch.cuda.get_device_name() prints)
-  --memory-limit-bytes N   cap reserved memory at N bytes
+${planOptionsHelp(true)}
   --safety-margin F        fraction of the cap the recommended batch leaves free (default ${DEFAULT_SAFETY_MARGIN})
   --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
-                           advice under "advice"`;
+                           advice under "advice" and what it assumes under "caveats"; with --gpu all, one
+                           object with a result for every GPU, largest batch first`;
 
-/** What `max-batch --json` prints: the result, with the advice beside it. */
-export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult };
+/** What `max-batch --json` prints: the result, with the advice and the caveats beside it. */
+export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult; caveats: Caveats };
 
-function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
+function text(file: string, r: MaxBatchResult, advice: AdviceResult, caveats: Caveats): string {
   const accumulation = r.grad_accumulation_steps;
   const lines = [
     `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
@@ -45,45 +48,42 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
     '',
     'Trials (batch: peak allocated / peak reserved):',
     ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peak_allocated_bytes)} / ${formatSize(t.peak_reserved_bytes)}`),
+    '',
+    ...caveatsText(caveats),
   ];
   return lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n';
 }
 
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('max-batch', args, {
-    gpu: { type: 'string' },
-    'memory-limit-bytes': { type: 'string' },
+    ...PLAN_OPTIONS,
     'safety-margin': { type: 'string' },
     'multiple-of': { type: 'string' },
     json: { type: 'boolean', default: false },
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
   const file = positionals[0]!;
-  let plan = readPlanFile(file);
-  const gpuName = values.gpu as string | undefined;
-  const limit = parseByteCount('--memory-limit-bytes', values['memory-limit-bytes'] as string | undefined);
-  if (gpuName !== undefined && limit !== undefined) throw new InputError('memplan max-batch', 'give --gpu or --memory-limit-bytes, not both');
-  if (gpuName !== undefined) plan = { ...plan, gpu: { name: gpuName } };
-  if (limit !== undefined) plan = { ...plan, gpu: { memory_limit_bytes: limit } };
-  const device = planGpu(plan);
   const marginText = values['safety-margin'] as string | undefined;
   const safetyMargin = marginText === undefined ? undefined : Number(marginText);
-  if (safetyMargin !== undefined && !(safetyMargin >= 0 && safetyMargin < 1)) {
+  if (safetyMargin !== undefined && !(marginText!.trim() !== '' && safetyMargin >= 0 && safetyMargin < 1)) {
     throw new InputError('--safety-margin', `expected a fraction from 0 to below 1, got "${marginText}"`);
   }
-  const multipleText = values['multiple-of'] as string | undefined;
-  const multipleOf = multipleText === undefined ? undefined : Number(multipleText);
-  if (multipleOf !== undefined && !(Number.isInteger(multipleOf) && multipleOf > 0)) {
-    throw new InputError('--multiple-of', `expected a positive whole number, got "${multipleText}"`);
+  const multipleOf = parsePositiveInteger('--multiple-of', values['multiple-of'] as string | undefined);
+  const choice = gpuChoice(values);
+  if (choice.gpu?.trim().toLowerCase() === 'all') {
+    process.stdout.write(maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, json: values.json === true }));
+    return;
   }
+  const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = findMaxBatch(plan, { device, safetyMargin, multipleOf });
   const advice = advise(plan, { device, goal: 'batch', maxBatch: r });
+  const caveats = caveatsFor(plan, device);
   if (values.json) {
-    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice };
+    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice, caveats };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice));
+  process.stdout.write(text(file, r, advice, caveats));
 }
 
 export const maxBatchCommand = {

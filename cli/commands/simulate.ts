@@ -1,24 +1,27 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
 import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
-import { planGpu } from '../gpus.ts';
 import { parseCommandArgs } from '../args.ts';
-import { readPlanFile } from '../files.ts';
+import { caveatsFor, caveatsText, type Caveats } from '../caveats.ts';
+import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { adviceChange, adviceCost, notApplicableText, noteText } from '../words.ts';
 
-const usage = `Usage: memplan simulate PLAN.json [--json] [--summary]
+const usage = `Usage: memplan simulate PLAN.json [options]
 
 Simulates the plan's training steps (docs/plan-format.md) through PyTorch's tensors, autograd and CUDA caching
 allocator, and prints what torch.cuda.max_memory_allocated() and max_memory_reserved() would report.
+The flags below override the plan's fields for this run (the file is not changed), e.g.
+  memplan simulate examples/llama-3-8b-bf16.plan.json --batch-size 2 --seq-len 4096 --gpu h200
 
 Options:
-  --json      print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary included)
-              with the advice under "advice"
-  --summary   also print torch.cuda.memory_summary() as it would read at the end`;
+${planOptionsHelp(false)}
+  --json                   print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary
+                           included) with the advice under "advice" and what it assumes under "caveats"
+  --summary                also print torch.cuda.memory_summary() as it would read at the end`;
 
 /** What `simulate --json` prints: the result, with the advice beside it. */
-export type SimulateOutput = SimulateResult & { advice: AdviceResult };
+export type SimulateOutput = SimulateResult & { advice: AdviceResult; caveats: Caveats };
 
-function text(file: string, r: SimulateResult, advice: AdviceResult): string {
+function text(file: string, r: SimulateResult, advice: AdviceResult, caveats: Caveats): string {
   const b = r.breakdown_at_peak;
   const lines = [
     `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
@@ -46,28 +49,33 @@ function text(file: string, r: SimulateResult, advice: AdviceResult): string {
       : ['No change memplan knows lowers the peak reserved memory of this plan.']),
     ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
     '',
-    ...r.notes.map((n) => `Note: ${noteText(n)}`),
+    ...caveatsText(caveats),
+    // the caveats say how the model is loaded
+    ...r.notes.filter((n) => n.id !== 'parameters_loaded_in_training_dtype').map((n) => `Note: ${noteText(n)}`),
   ];
   return lines.filter((l, i, a) => !(l === '' && (i === 0 || a[i - 1] === ''))).join('\n') + '\n';
 }
 
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('simulate', args, {
+    ...PLAN_OPTIONS,
     json: { type: 'boolean', default: false },
     summary: { type: 'boolean', default: false },
   });
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
-  const plan = readPlanFile(file);
-  const device = planGpu(plan);
+  const choice = gpuChoice(values);
+  if (choice.gpu?.trim().toLowerCase() === 'all') throw new InputError('--gpu', '"all" is for max-batch (the largest batch on every GPU of the catalog); simulate takes one GPU');
+  const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = simulate(plan, { device });
   const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes });
+  const caveats = caveatsFor(plan, device);
   if (values.json) {
-    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice };
+    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice, caveats };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice));
+  process.stdout.write(text(file, r, advice, caveats));
   if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 

@@ -64,13 +64,13 @@ describe('memplan', () => {
     const r = memplan('replay', json);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('snapshot.device_traces');
-    const cap = memplan('replay', json, '--memory-limit-bytes', '12GB');
+    const cap = memplan('replay', json, '--memory-limit-bytes', '12G'); // G alone: GB or GiB?
     expect(cap.code).toBe(2);
     expect(cap.stderr).toContain('--memory-limit-bytes');
     // a negative number is the flag's bad value, not an unknown option (issue 13)
     const negative = memplan('replay', json, '--memory-limit-bytes', '-5');
     expect(negative.code).toBe(2);
-    expect(negative.stderr.trim()).toBe('memplan: --memory-limit-bytes: expected a positive whole number of bytes, got "-5"');
+    expect(negative.stderr.trim()).toBe('memplan: --memory-limit-bytes: expected a size such as 80GiB, 80GB, 81920MiB or a whole number of bytes, got "-5"');
   });
 
   it('replays a snapshot given as JSON and prints one JSON object', () => {
@@ -136,7 +136,9 @@ describe('memplan simulate and max-batch', () => {
     expect(Number.isSafeInteger(out.peak_allocated_bytes)).toBe(true);
     expect(out.peak_reserved_bytes).toBeGreaterThanOrEqual(out.peak_allocated_bytes);
     expect(out.breakdown_at_peak.parameter).toBeGreaterThan(0);
-    expect(out.steps).toHaveLength(3);
+    // the plan's 3 steps at least, then on until the peak reserved stops rising (the steady state)
+    expect(out.steps.length).toBeGreaterThanOrEqual(3);
+    expect(out.steps.at(-1).peak_reserved_bytes).toBeLessThanOrEqual(out.steps.at(-2).peak_reserved_bytes);
   });
 
   it('simulate takes a preset, and a Hugging Face config.json as the Hub ships it', () => {
@@ -168,7 +170,7 @@ describe('memplan simulate and max-batch', () => {
     writeFileSync(bad, JSON.stringify({ format: 'memplan.plan', version: 1, model: { layers: [{ type: 'relu' }], input_features: 8 }, training: { batch_size: -3 } }));
     const r = memplan('simulate', bad);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toBe('memplan: training.batch_size: must be a positive integer, got -3');
+    expect(r.stderr.trim()).toBe(`memplan: ${bad}: training.batch_size: must be a positive integer, got -3`);
     writeFileSync(bad, '{ not json');
     expect(memplan('simulate', bad).stderr).toContain('not valid JSON');
   });
@@ -198,7 +200,7 @@ describe('memplan simulate and max-batch', () => {
     expect(ok.code).toBe(0);
     const bad = memplan('max-batch', plan, '--gpu', 'h100-sxn');
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('gpu.name');
+    expect(bad.stderr).toMatch(/^memplan: --gpu: unknown GPU "h100-sxn"/);
     expect(bad.stderr).toContain('h100-sxm');
   });
 });

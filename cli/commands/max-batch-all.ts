@@ -1,0 +1,67 @@
+/**
+ * `memplan max-batch PLAN.json --gpu all`: the largest batch on every GPU of the catalog, largest first: which
+ * GPU to rent for a plan, and which ones it does not fit at all. Each GPU is searched as `--gpu ID` would search
+ * it (the same plan, overrides and cap flags), without the advice (one search per change and GPU).
+ */
+import { InputError, RESULT_SCHEMA_VERSION, findMaxBatch, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
+import { caveatsFor, caveatsSchema, type Caveats } from '../caveats.ts';
+import { gpuCatalog } from '../gpus.ts';
+import { placePlan, readPlanWithOverrides, type GpuChoice } from '../plan-options.ts';
+import { z } from 'zod';
+
+/** What `max-batch --gpu all --json` prints: one object, a max-batch result per GPU with its caveats. */
+export const maxBatchAllGpusSchema = z.object({
+  schema_version: z.literal(RESULT_SCHEMA_VERSION),
+  kind: z.literal('max_batch_all_gpus'),
+  plan_name: z.string(),
+  /** Every catalog GPU, the largest batch first (ties: the larger cap first). */
+  results: z.array(maxBatchResultSchema.extend({ caveats: caveatsSchema })),
+});
+
+type Row = MaxBatchResult & { caveats: Caveats };
+
+function table(file: string, rows: Row[]): string {
+  const name = rows[0]?.plan_name || file;
+  const lines = [
+    `${name}: the largest micro-batch on every GPU of the catalog (memplan gpus), largest first`,
+    '',
+    `${'gpu'.padEnd(16)} ${'cap'.padStart(10)} ${'largest'.padStart(8)} ${'recommended'.padStart(11)} ${'peak reserved'.padStart(14)}  confidence`,
+    ...rows.map((r) => {
+      const atMax = r.trials.find((t) => t.batch === r.max_batch && t.fits);
+      return (
+        `${(r.gpu.id || r.gpu.name).padEnd(16)} ${formatSize(r.cap_bytes).padStart(10)} ${(r.max_batch ? String(r.max_batch) : 'none').padStart(8)} ` +
+        `${(r.max_batch ? String(r.recommendation.batch) : '-').padStart(11)} ${(atMax ? formatSize(atMax.peak_reserved_bytes) : '-').padStart(14)}  ${r.caveats.confidence}`
+      );
+    }),
+  ];
+  const none = rows.filter((r) => r.max_batch === 0);
+  if (none.length) lines.push('', `Nothing fits on ${none.map((r) => r.gpu.id).join(', ')}: even a batch of 1 runs out of memory.`);
+  if (rows.some((r) => r.reached_upper_bound)) lines.push('', 'A search that reached its upper bound may fit larger batches still.');
+  lines.push(
+    '',
+    'Confidence: high on the H100 SXM (where memplan was calibrated); elsewhere the library workspaces are the H100\'s',
+    'and the catalog says which memory figures were measured (memplan gpus). `memplan max-batch PLAN --gpu ID` shows one',
+    'GPU with its trials, what fills memory and what to change.',
+  );
+  return lines.join('\n') + '\n';
+}
+
+export function maxBatchOnEveryGpu(
+  file: string,
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
+  choice: GpuChoice,
+  options: { safetyMargin: number | undefined; multipleOf: number | undefined; json: boolean },
+): string {
+  if (choice.limitBytes !== undefined) {
+    throw new InputError(choice.limitFlag!, 'a byte cap describes one GPU; with --gpu all, cap each GPU with --memory-fraction F instead');
+  }
+  const base = readPlanWithOverrides(file, values);
+  const rows: Row[] = gpuCatalog().gpus.map((gpu) => {
+    const { plan, device } = placePlan({ ...base, gpu: { name: gpu.id } }, { ...choice, gpu: gpu.id });
+    const r = findMaxBatch(plan, { device, safetyMargin: options.safetyMargin, multipleOf: options.multipleOf });
+    return { ...r, plan_name: r.plan_name || file, caveats: caveatsFor(plan, device) };
+  });
+  rows.sort((a, b) => b.max_batch - a.max_batch || b.cap_bytes - a.cap_bytes);
+  if (!options.json) return table(file, rows);
+  return stringifyResult({ schema_version: RESULT_SCHEMA_VERSION, kind: 'max_batch_all_gpus', plan_name: rows[0]?.plan_name ?? file, results: rows }) + '\n';
+}
