@@ -12,6 +12,7 @@ import catalogJson from '../../resources/gpus.json' with { type: 'json' };
 import { attribute, findMaxBatch, parseGpuCatalog, parsePlan, planGpu, simulate, type Plan, type PlanInput } from '../../engine/index.ts';
 import type { MemplanApi } from '../../electron/common/ipc.ts';
 import { launchApp, screenshot, type App } from './harness.ts';
+import type { ServedWithBridge } from './serve.ts';
 
 const catalog = parseGpuCatalog(catalogJson);
 const device = (plan: Plan) => planGpu(plan, catalog);
@@ -126,6 +127,17 @@ describe('comparing saved plans', () => {
     await page.locator('.comparison-item[data-comparison-name="Checkpointing and GPUs"]').waitFor();
     await expect.poll(() => page.locator('[data-testid="compare-save"]').isDisabled()).toBe(true);
     await screenshotWhole(page, 'compare-en');
+
+    // Exported as a Markdown report (the exports' comparisonReport), its two charts as PNG beside it.
+    const bridge = (app.served as ServedWithBridge).bridge;
+    await page.locator('[data-testid="compare-export"]').click();
+    await expect.poll(() => bridge.savedReports.length).toBe(1);
+    const report = bridge.savedReports[0]!;
+    expect(report.name).toBe('Checkpointing and GPUs.md');
+    expect(report.text).toContain('# Checkpointing and GPUs');
+    expect(report.text).toContain(cSentence);
+    expect(report.images.map((i) => i.name)).toEqual(['Checkpointing and GPUs-timeline.png', 'Checkpointing and GPUs-batch-curves.png']);
+    for (const image of report.images) expect([...image.bytes.slice(0, 4)]).toEqual([0x89, 0x50, 0x4e, 0x47]);
     expect(app.errors).toEqual([]);
   });
 
