@@ -41,6 +41,8 @@ export interface SuiteOutcome {
   closeBelow: boolean;
   /** |simulated - real| / real peak reserved at largest_fresh, or null if that trial has no peaks */
   reservedError: number | null;
+  /** Batches that fit above one that runs out, as the search reports them (e.g. "44-47"), or null. */
+  unstableRegion: string | null;
   ok: boolean;
 }
 
@@ -52,7 +54,9 @@ export function evaluateCase(c: SuiteCase): SuiteOutcome {
   // the plan as the trials ran it: 6 steps (the search goes on past them while the peak reserved still rises)
   const plan = parsePlan({ ...c.plan, training: { ...c.plan.training, steps: c.steps_per_trial } });
   const device = planGpu(plan);
-  const predicted = findMaxBatch(plan, { device }).max_batch;
+  const search = findMaxBatch(plan, { device });
+  const predicted = search.max_batch;
+  const region = search.unstable_region;
   const real = c.largest_fresh;
   const slack = real < 50 ? 1 : Math.floor(real * 0.02);
   const at = c.trials.find((t) => t.batch === real);
@@ -63,5 +67,6 @@ export function evaluateCase(c: SuiteCase): SuiteOutcome {
   }
   const neverAbove = predicted <= real;
   const closeBelow = predicted >= real - slack;
-  return { predicted, neverAbove, closeBelow, reservedError, ok: neverAbove && closeBelow && (reservedError === null || reservedError <= 0.01) };
+  const unstableRegion = region ? `${region.from_batch}-${region.to_batch}` : null;
+  return { predicted, neverAbove, closeBelow, reservedError, unstableRegion, ok: neverAbove && closeBelow && (reservedError === null || reservedError <= 0.01) };
 }

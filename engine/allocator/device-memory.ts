@@ -49,6 +49,11 @@ class AddressSpace {
     return this.next;
   }
 
+  /** The free ranges and the lowest address handed out: where every later segment will land. */
+  key(): string {
+    return `${this.next}|${this.holes.map((h) => `${h.ptr}+${h.size}`).join(',')}`;
+  }
+
   give(ptr: number, size: number): void {
     const aligned = Math.ceil(size / kAddressAlignment) * kAddressAlignment;
     let i = 0;
@@ -100,6 +105,11 @@ export class SimulatedDevice implements DeviceMemory {
 
   protected releaseAddress(ptr: number, size: number): void {
     this.addresses.give(ptr, size);
+  }
+
+  /** The address space's state, for Note [Steady state] (engine/train/steady-state.ts). */
+  addressSpaceKey(): string {
+    return this.addresses.key();
   }
 
   reserveAddressSpace(size: number): number {

@@ -38,6 +38,30 @@ export const recommendationSchema = z.object({
   multiple_of: positiveCount,
 });
 
+/**
+ * Fit is not always monotonic near the limit (measured on the H100, fresh processes: an AMP bf16 MLP under 3 GiB
+ * fits at 6272, runs out at 6273 and fits again at 6528; BERT-large under 16 GiB runs out at 44 and fits at 45-47).
+ * When the search finds a batch that fits above one that runs out, this is the region between them.
+ */
+export const unstableRegionSchema = z.object({
+  /** The smallest batch tried that runs out of memory below max_batch. */
+  from_batch: positiveCount,
+  /** max_batch: the largest batch that fits. */
+  to_batch: positiveCount,
+  /** The batches tried in [from_batch, to_batch] that run out, and those that fit. */
+  failing_batches: z.array(positiveCount),
+  fitting_batches: z.array(positiveCount),
+});
+
+/** What a plan that does not fit at batch 1 needs (`max_batch` 0). */
+export const neededSchema = z.object({
+  /** Batch 1 simulated on the plan's GPU with no cap and unbounded memory: its peak reserved and allocated. */
+  peak_reserved_bytes: bytes,
+  peak_allocated_bytes: bytes,
+  /** The catalog GPUs (ids) where batch 1 fits, with the memory PyTorch can use on each; [] when none does. */
+  fits_on: z.array(z.object({ id: z.string(), name: z.string(), available_bytes: bytes })),
+});
+
 export const maxBatchResultSchema = z.object({
   schema_version: schemaVersion,
   kind: z.literal('max_batch'),
@@ -56,9 +80,15 @@ export const maxBatchResultSchema = z.object({
   reached_upper_bound: z.boolean(),
   /** What fills memory at the peak of the largest fitting batch. */
   limited_by: z.object({ step: count, phase: z.string(), largest: z.array(liveTensorSchema) }).nullable(),
+  /** Fitting batches above a failing one (null: none found); absent in results stored before memplan reported it. */
+  unstable_region: unstableRegionSchema.nullable().default(null),
+  /** When nothing fits: what the plan needs and where it fits (null otherwise). */
+  needed: neededSchema.nullable().default(null),
 });
 
 export type Trial = z.output<typeof trialSchema>;
 export type Recommendation = z.output<typeof recommendationSchema>;
 export type RecommendationReason = (typeof RECOMMENDATION_REASONS)[number];
 export type MaxBatchResult = z.output<typeof maxBatchResultSchema>;
+export type UnstableRegion = z.output<typeof unstableRegionSchema>;
+export type Needed = z.output<typeof neededSchema>;

@@ -79,6 +79,11 @@ export const simulateResultSchema = z.object({
   /** torch.cuda.memory_summary() at the end. */
   memory_summary: z.string(),
   oom: oomSchema.nullable(),
+  /**
+   * When it runs out of memory: the peak reserved the plan reaches on this GPU with no cap and unbounded memory
+   * (what it needs); null when it fits. Absent in results stored before memplan reported it.
+   */
+  needed_bytes: bytes.nullable().default(null),
   notes: z.array(noteSchema),
 });
 

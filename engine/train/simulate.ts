@@ -15,6 +15,8 @@ import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
+import { applyFineTuning, fineTuningOf } from '../models/peft/lora.ts';
+import { InputError } from '../errors.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
 import { divScalar } from '../ops/pointwise.ts';
@@ -25,6 +27,7 @@ import type { DType } from '../tensor/dtype.ts';
 import { nbytes, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
+import { steadyStateKey } from './steady-state.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { DEFAULT_TIMELINE_POINTS, decimateTimeline } from '../result/timeline.ts';
@@ -56,7 +59,7 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const workspaces = convWorkspacesFor(device.conv_workspaces);
   if ('layers' in m && 'input_features' in m) return layerListModel(m.layers, [m.input_features], dtype, checkpointing, attentionDevice, workspaces);
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice, workspaces);
-  const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice };
+  const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice, tuning: fineTuningOf(t) };
   const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: workspaces, device: attentionDevice });
   if ('preset' in m) {
     const preset = PRESETS[m.preset]!;
@@ -85,6 +88,29 @@ export interface SimulateOptions {
    * `training.steps`, as a recording of that many steps did.
    */
   untilSteady?: boolean;
+  /**
+   * On an out-of-memory error, simulate once more with no cap and unbounded memory to report what the plan needs
+   * (`needed_bytes`; default true). Search trials leave it off.
+   */
+  neededOnOom?: boolean;
+}
+
+/**
+ * Memory of the "unbounded" GPU `needed_bytes` is simulated on: 64 TiB, as much as the simulated address space
+ * holds below where CUDA places device memory (allocator/device-memory.ts), and far above any plan's needs.
+ */
+const kUnboundedMemoryBytes = 2 ** 46;
+
+/** The plan's GPU with unbounded memory: what a plan needs, free of any cap (`needed_bytes`). */
+export function unboundedDevice(spec: DeviceSpec): DeviceSpec {
+  return { ...spec, total_memory_bytes: kUnboundedMemoryBytes };
+}
+
+/** Peak reserved and allocated of the plan with no cap on unbounded memory (the plan's GPU otherwise). */
+export function neededMemory(plan: Plan, spec: DeviceSpec): { peak_reserved_bytes: number; peak_allocated_bytes: number } {
+  const { gpu: _cap, ...uncapped } = plan;
+  const r = simulate(uncapped as Plan, { device: unboundedDevice(spec), timelinePoints: 0, peakDetails: false, neededOnOom: false });
+  return { peak_reserved_bytes: r.peak_reserved_bytes, peak_allocated_bytes: r.peak_allocated_bytes };
 }
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
@@ -96,9 +122,10 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   // byte under the limit (2 GiB on the H100: 2,147,483,647 B, as the measurement script's `allowed_bytes`), and a
   // run whose segments fill the cap exactly then runs out (measured: the ReLU MLP with checkpointing at 19,584).
   const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
+  const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes);
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
-    device: new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes),
+    device: deviceMemory,
     totalGlobalMemBytes: spec.total_memory_bytes,
     memoryLimitBytes: allowedBytes,
     nonPyTorchBytes: spec.non_pytorch_bytes,
@@ -113,7 +140,10 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const rt: Runtime = { cuda, autograd, autocast: null };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
-  const model = buildModel(plan, spec);
+  if (t.lora && t.lora.quantization !== 'none') {
+    throw new InputError('training.lora.quantization', `a ${t.lora.quantization} base (QLoRA) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead`);
+  }
+  const model = applyFineTuning(buildModel(plan, spec), fineTuningOf(t));
 
   cuda.recordTimeline = options.timelinePoints !== 0;
   cuda.recordStorages = options.peakDetails !== false;
@@ -126,7 +156,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     cuda.phase = 'load';
     for (const p of model.parameters) {
       const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter'); // buffers count with the parameters
-      if (!p.buffer) params.push(new Parameter(p.name, tensor, cuda));
+      if (!p.buffer && !p.frozen) params.push(new Parameter(p.name, tensor, cuda)); // frozen: requires_grad False
       model.tensors.set(p.name, tensor);
     }
     const order = model.optimizerOrder;
@@ -134,15 +164,16 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     optimizer = new Optimizer(cuda, order ? order.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
     let inputs: Tensor[] = [];
     let loss: Tensor | null = null;
-    // At least the plan's steps, then on until the peak reserved stops rising (steady state): optimizer state
-    // appears in step 1 and fragmentation can grow for a few steps after. Measured on the H100: the AMP bf16 MLP
-    // at batch 6528 under a 3 GiB cap fits for 3 steps and runs out of memory in step 4, as this predicts
-    // (test/fixtures/boundary/*_6steps.json).
+    // At least the plan's steps, then on until the allocator's state repeats (Note [Steady state],
+    // engine/train/steady-state.ts): from then on every step repeats an earlier one. Measured on the H100: peaks
+    // can rise again after a step that did not raise them (ResNet-18 fp32 under 2 GiB at 87 runs out in step 5).
     const untilSteady = options.untilSteady ?? true;
-    // Steady takes two steps to see (a plan of `steps: 1` runs a second one before comparing).
-    const done = (step: number) =>
-      step > t.steps &&
-      (!untilSteady || step > kMaxSteps || (steps.length >= 2 && steps[steps.length - 1]!.peak_reserved_bytes <= steps[steps.length - 2]!.peak_reserved_bytes));
+    // Steps after the first run one program, except those GradScaler skips (no optimizer step).
+    const firstRepeatable = Math.max(1, t.precision === 'amp_fp16' ? t.grad_scaler_skipped_steps : 0);
+    const canRepeat = !(memoryLimitBytes !== undefined && allocator.config.garbageCollectionThreshold > 0);
+    const stateAfter = new Map<string, number>();
+    let repeated = false;
+    const done = (step: number) => step > t.steps && (!untilSteady || step > kMaxSteps || repeated);
     for (let step = 1; !done(step); step++) {
       cuda.step = step;
       allocator.stats.resetPeak();
@@ -165,6 +196,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
         if (autocastDType) rt.autocast = new Autocast(autocastDType); // with torch.autocast(...): forward, loss, division
         const rawLoss = model.loss(rt, inputs);
         cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
+        model.releaseGraph?.(rt); // and the graph it held
         loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
         cuda.release(rawLoss);
         if (rt.autocast) {
@@ -196,6 +228,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       result.peak_allocated_bytes = allocator.stats.allocated_bytes[0].peak;
       result.peak_reserved_bytes = allocator.stats.reserved_bytes[0].peak;
       result.incomplete = false;
+      if (untilSteady && canRepeat && step >= firstRepeatable) {
+        const key = steadyStateKey(allocator, deviceMemory, cuda.convPlans);
+        repeated = stateAfter.has(key);
+        stateAfter.set(key, step);
+      }
     }
   } catch (error) {
     if (!(error instanceof OutOfMemoryError)) throw error;
@@ -259,6 +296,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     memory_stats: allocator.memoryStats(),
     memory_summary: memorySummary(allocator.stats),
     oom,
+    needed_bytes: oom && options.neededOnOom !== false ? neededMemory(plan, spec).peak_reserved_bytes : null,
     notes,
   };
 }

@@ -1,6 +1,6 @@
 /** The search as a UI runs it: trial by trial, stoppable, and a recommendation that is never 0 when a batch fits. */
 import { describe, expect, it } from 'vitest';
-import { planGpu } from '../../../cli/gpus.ts';
+import { deviceFor, gpuCatalog, planGpu } from '../../../cli/gpus.ts';
 import { findMaxBatch, maxBatchResultSchema, parsePlan, searchMaxBatch, simulate, simulateResultSchema } from '../../../engine/index.ts';
 
 const mlp = (cap: number) =>
@@ -58,11 +58,33 @@ describe('max-batch search as a generator', () => {
     expect(r.recommendation.headroom_bytes).toBeLessThan(r.recommendation.margin_bytes);
   });
 
-  it('says nothing fits rather than recommending a batch', () => {
-    const plan = mlp(2 ** 20);
-    const r = findMaxBatch(plan, { device: planGpu(plan) });
+  it('says nothing fits rather than recommending a batch, and what the plan needs and where it fits (issue 10)', () => {
+    const plan = mlp(4 * 2 ** 20); // 4 MiB: the weights alone are 20 MiB
+    const catalog = gpuCatalog().gpus.map((g) => deviceFor(g));
+    const r = findMaxBatch(plan, { device: planGpu(plan), catalog });
     expect(r.max_batch).toBe(0);
     expect(r.recommendation).toMatchObject({ batch: 0, reason_id: 'nothing_fits' });
+    expect(maxBatchResultSchema.parse(structuredClone(r))).toEqual(r);
+    // what it needs: batch 1 without the cap, simulated as a plan would be on that GPU
+    const { gpu: _cap, ...uncapped } = plan;
+    const free = simulate({ ...uncapped, training: { ...plan.training, batch_size: 1 } }, { device: planGpu(plan), timelinePoints: 0 });
+    expect(r.needed).toMatchObject({ peak_reserved_bytes: free.peak_reserved_bytes, peak_allocated_bytes: free.peak_allocated_bytes });
+    expect(r.needed!.peak_reserved_bytes).toBeGreaterThan(r.cap_bytes);
+    // a small MLP fits every catalog GPU at batch 1
+    expect(r.needed!.fits_on.map((g) => g.id).sort()).toEqual(catalog.map((g) => g.id).sort());
+  });
+
+  it('lists only the catalog GPUs a plan fits on when nothing fits on its own (issue 10)', () => {
+    const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'llama-3-8b' }, training: { batch_size: 1, seq_len: 1024, precision: 'bf16', optimizer: 'adamw' }, gpu: { name: 'rtx-4090' } });
+    const catalog = gpuCatalog().gpus.map((g) => deviceFor(g));
+    const r = findMaxBatch(plan, { device: planGpu(plan), catalog });
+    expect(r.max_batch).toBe(0);
+    const on = new Set(r.needed!.fits_on.map((g) => g.id));
+    // bf16 weights, gradients and two AdamW states: 4 x 16 GB; fits 80 GB and larger GPUs, not 24-48 GB ones
+    expect(on.has('h100-sxm')).toBe(true);
+    expect(on.has('h200')).toBe(true);
+    for (const small of ['rtx-4090', 'l40s', 'a100-40gb', 'rtx-a6000']) expect(on.has(small)).toBe(false);
+    for (const g of r.needed!.fits_on) expect(g.available_bytes).toBeGreaterThan(r.needed!.peak_reserved_bytes * 0.9);
   });
 });
 
@@ -75,5 +97,15 @@ describe('an out-of-memory result', () => {
     expect(r.model.parameter_count).toBeGreaterThan(70e9); // not the 42 B loaded when it failed
     expect(r.notes.map((n) => n.id)).toContain('stopped_at_oom');
     expect(r.headroom_bytes).toBeLessThanOrEqual(r.gpu.cap_bytes);
+    // what it needs (issue 10): the same plan with no cap on unbounded memory, which runs to its end
+    expect(r.needed_bytes).toBeGreaterThan(r.gpu.cap_bytes);
+    const free = simulate(plan, { device: { ...planGpu(plan), total_memory_bytes: 2 ** 46 }, timelinePoints: 0 });
+    expect(free.oom).toBeNull();
+    expect(r.needed_bytes).toBe(free.peak_reserved_bytes);
+  });
+
+  it('says nothing of what a plan needs when it fits', () => {
+    const plan = mlp(2 ** 30);
+    expect(simulate(plan, { device: planGpu(plan), timelinePoints: 0 }).needed_bytes).toBeNull();
   });
 });
