@@ -71,11 +71,21 @@ describe('comparing saved plans', () => {
       for (const p of plans) out.push((await memplan.plans.save({ name: p.name, plan: p.plan })).id);
       return out;
     }, PLANS);
+    const extra = await api(page)(async (plan) => {
+      const memplan = (window as unknown as { memplan: MemplanApi }).memplan;
+      return (await memplan.plans.save({ name: 'to delete', plan })).id;
+    }, PLANS[0]!.plan);
     await page.reload();
     await page.locator('#plan-title').waitFor();
+    // A plan deleted while ticked is unticked.
+    await page.locator('.plan-item[data-plan-name="to delete"] .pick input').check();
+    await page.locator('.plan-item[data-plan-name="to delete"]').hover();
+    await page.locator('.plan-item[data-plan-name="to delete"] button[aria-label^="Delete"]').click();
+    await expect.poll(() => page.locator('[data-testid="compare-bar"]').count()).toBe(0);
+    expect(extra).toBeTruthy();
     for (const p of PLANS) await page.locator(`.plan-item[data-plan-name="${p.name}"] .pick input`).check();
-    // Ticked in order: the letters A, B, C are the columns.
-    expect(await page.locator('.plan-item.picked .pick .box').allTextContents()).toEqual(['C', 'B', 'A']); // newest first in the list
+    // Ticked in order: the letters A, B, C are the columns (the list shows the newest first).
+    expect(await page.locator('.plan-item.picked .pick .box').allTextContents()).toEqual(['C', 'B', 'A']);
     await page.locator('[data-testid="compare-selected"]').click();
     await waitDone(page);
 
@@ -121,8 +131,19 @@ describe('comparing saved plans', () => {
     expect(await page.locator('[data-testid="compare-batch"] canvas').count()).toBe(1);
     expect(await page.locator('[data-testid="compare-breakdowns"] .bar-row .bar').count()).toBe(3);
 
+    // Bad names: said beside the field, the name kept as typed.
+    await page.locator('#comparison-name').fill('');
+    expect(await page.locator('#comparison-name-problem').textContent()).toBe('Name the comparison to save it.');
+    expect(await page.locator('[data-testid="compare-save"]').isDisabled()).toBe(true);
+    await page.locator('#comparison-name').fill('x'.repeat(201));
+    await page.locator('[data-testid="compare-save"]').click();
+    await expect.poll(() => page.locator('#comparison-name-problem').textContent()).toBe('must be at most 200 characters');
+    expect(await page.locator('#comparison-name').inputValue()).toBe('x'.repeat(201));
+    expect(await page.locator('.comparison-item').count()).toBe(0);
+
     // Saved under a name, listed in the sidebar.
     await page.locator('#comparison-name').fill('Checkpointing and GPUs');
+    expect(await page.locator('#comparison-name-problem').count()).toBe(0);
     await page.locator('[data-testid="compare-save"]').click();
     await page.locator('.comparison-item[data-comparison-name="Checkpointing and GPUs"]').waitFor();
     await expect.poll(() => page.locator('[data-testid="compare-save"]').isDisabled()).toBe(true);

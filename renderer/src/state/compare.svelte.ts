@@ -75,6 +75,8 @@ export class CompareState {
   savedAs = $state<string | null>(null);
   saved = $state.raw<ComparisonSummary[]>([]);
   error = $state<string | null>(null);
+  /** Why the main process refused the name (too long, say): shown beside the name, which is kept as typed. */
+  nameError = $state<string | null>(null);
   #worker: CompareWorker | null = null;
   #generation = 0;
 
@@ -91,6 +93,11 @@ export class CompareState {
     if (this.selected.includes(id)) this.selected = this.selected.filter((x) => x !== id);
     else if (this.selected.length < MAX_COMPARED) this.selected = [...this.selected, id];
     else toasts.show(settings.m.cmpPickLimit);
+  }
+
+  /** Unticks plans that are no longer saved. */
+  keepSelected(ids: ReadonlySet<string>): void {
+    if (this.selected.some((id) => !ids.has(id))) this.selected = this.selected.filter((id) => ids.has(id));
   }
 
   clearSelection(): void {
@@ -157,10 +164,15 @@ export class CompareState {
       this.savedAs = this.signature;
       // Saved again: every plan is now compared at its current version.
       this.columns = columns.map((c) => (c.status === 'edited' ? { ...c, status: 'current' } : c));
+      this.nameError = null;
       toasts.show(settings.m.cmpToastSaved(saved.name));
       await this.refreshSaved();
     } catch (error) {
-      toasts.show((error as Error).message, { tone: 'error', ms: 6000 });
+      const message = (error as Error).message;
+      // `comparisons.save: name: must be at most 200 characters`: beside the field, not in a toast.
+      const name = /^comparisons\.save: name: (.*)$/.exec(message);
+      if (name) this.nameError = name[1]!;
+      else toasts.show(message, { tone: 'error', ms: 6000 });
     }
   }
 

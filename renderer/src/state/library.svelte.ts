@@ -3,6 +3,7 @@
  * deleting is soft and offers an Undo that restores the row.
  */
 import { api, type SavedPlanSummary } from '../lib/api.ts';
+import { compare } from './compare.svelte.ts';
 
 const SEARCH_DEBOUNCE_MS = 120;
 
@@ -25,6 +26,8 @@ export class Library {
       const answer = await memplan.plans.list({ query: this.query.trim() });
       if (generation !== this.#generation) return; // a newer search is under way
       this.items = answer.plans;
+      // A plan deleted while ticked for comparison is unticked (a search hides plans without deleting them).
+      if (!this.query.trim()) compare.keepSelected(new Set(answer.plans.map((p) => p.id)));
       this.error = null;
     } catch (error) {
       if (generation === this.#generation) this.error = (error as Error).message;
