@@ -91,6 +91,17 @@ export function noteText(note: Note): string {
 const percent = (x: number) => `${Math.round(x * 100)}%`;
 
 /** The recommended batch and why, in words. */
+/** A fitting region above a failing batch (max-batch's `unstable_region`). */
+export function unstableRegionText(region: { from_batch: number; to_batch: number; failing_batches: number[] }): string {
+  return `Fit is not monotonic here: ${region.failing_batches.join(', ')} ran out of memory while larger batches up to ${region.to_batch} fit (batches ${region.from_batch}-${region.to_batch}); the recommendation stays below ${region.from_batch}, with its neighbours fitting.`;
+}
+
+/** What a plan that does not fit needs (max-batch's `needed`). */
+export function neededText(needed: { peak_reserved_bytes: number; fits_on: { id: string }[] }, size: (n: number) => string): string {
+  const where = needed.fits_on.length ? `it fits on ${needed.fits_on.map((g) => g.id).join(', ')}` : 'it fits on no GPU of the catalog';
+  return `Batch 1 reserves ${size(needed.peak_reserved_bytes)} with no cap (less under one: PyTorch frees its cache and retries); simulated at batch 1, ${where}.`;
+}
+
 export function recommendationText(r: Recommendation, cap: number): string {
   const rounded = r.multiple_of > 1 ? `, rounded down to a multiple of ${r.multiple_of}` : '';
   switch (r.reason_id) {

@@ -4,7 +4,8 @@ import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsFor, caveatsText, type Caveats } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { maxBatchOnEveryGpu } from './max-batch-all.ts';
-import { adviceChange, adviceCost, notApplicableText, recommendationText } from '../words.ts';
+import { adviceChange, adviceCost, neededText, notApplicableText, recommendationText, unstableRegionText } from '../words.ts';
+import { gpuCatalog } from '../gpus.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [options]
 
@@ -30,9 +31,10 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult, caveats: Ca
   const lines = [
     `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
     r.max_batch === 0
-      ? 'No batch fits: even batch 1 runs out of memory.'
+      ? `No batch fits: even batch 1 runs out of memory.${r.needed ? ` ${neededText(r.needed, formatSize)}` : ''}`
       : `Largest micro-batch that fits: ${r.max_batch}${accumulation > 1 ? ` (effective batch ${r.effective_batch} with ${accumulation} accumulation steps)` : ''}`,
     recommendationText(r.recommendation, r.cap_bytes),
+    r.unstable_region ? unstableRegionText(r.unstable_region) : '',
     r.limited_by
       ? `At its peak (step ${r.limited_by.step}, ${r.limited_by.phase}) memory holds: ${r.limited_by.largest.map((t) => `${t.label} ${formatSize(t.bytes)}`).join(', ')}`
       : '',
@@ -75,7 +77,7 @@ async function run(args: string[]): Promise<void> {
     return;
   }
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
-  const r = findMaxBatch(plan, { device, safetyMargin, multipleOf });
+  const r = findMaxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
   const advice = advise(plan, { device, goal: 'batch', maxBatch: r });
   const caveats = caveatsFor(plan, device);
   if (values.json) {
