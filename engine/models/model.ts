@@ -10,6 +10,10 @@ export interface ParameterSpec {
   dtype: DType;
   /** A buffer (moved to the GPU with the parameters, in the same walk, but not trained). */
   buffer?: boolean;
+  /** A LoRA adapter's weight (models/peft/lora.ts). */
+  adapter?: boolean;
+  /** Does not require grad (a base weight under LoRA, or matched by `training.freeze`): no gradient, no optimizer state. */
+  frozen?: boolean;
 }
 
 export interface TrainableModel {
@@ -30,4 +34,9 @@ export interface TrainableModel {
   makeInputs(rt: Runtime, batch: number): Tensor[];
   /** Forward and loss (the caller owns the returned loss; every intermediate is released or saved by autograd). */
   loss(rt: Runtime, inputs: readonly Tensor[]): Tensor;
+  /**
+   * The previous micro-step's loss was rebound, and the graph it held dies: what the model tied to that graph
+   * (a leaf made by `enable_input_require_grads`, with its `.grad`) is freed.
+   */
+  releaseGraph?(rt: Runtime): void;
 }

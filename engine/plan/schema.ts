@@ -74,6 +74,16 @@ export const trainingSchema = z.strictObject({
   attention: z.enum(['sdpa', 'eager']).default('sdpa'),
   steps: positiveInt.max(20).default(3),
   grad_scaler_skipped_steps: nonNegativeInt.default(0),
+  lora: z
+    .strictObject({
+      r: positiveInt,
+      alpha: z.number().positive('must be positive'),
+      dropout: z.number().min(0).lt(1, 'must be below 1').default(0),
+      target_modules: z.array(z.string().min(1)).min(1, 'name at least one module'),
+      quantization: z.enum(['none', '4bit', '8bit']).default('none'),
+    })
+    .optional(),
+  freeze: z.array(z.string().min(1)).default([]),
 });
 
 export const gpuSchema = z.union([

@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import fnmatch
 import gc
 import importlib.metadata
 import json
@@ -77,7 +78,11 @@ TRAINING_DEFAULTS = {
     "activation_checkpointing": False,
     "attention": "sdpa",
     "steps": 3,
+    "lora": None,
+    "freeze": [],
 }
+LORA_KEYS = ("r", "alpha", "target_modules")
+LORA_OPTIONAL = ("dropout", "quantization")
 # Layer types of a layer list: required parameters, then optional ones with their defaults.
 LAYER_PARAMS: dict[str, tuple[tuple[str, ...], dict]] = {
     "linear": (("in_features", "out_features"), {"bias": True}),
@@ -168,6 +173,7 @@ def resolve_training(plan) -> dict:
         training["activation_checkpointing"] = "non_reentrant"
     else:
         _choice(checkpointing, ("non_reentrant", "reentrant"), "training.activation_checkpointing")
+    _check_fine_tuning(training)
     if "allocator" in plan:
         _check_keys(plan["allocator"], "allocator", ("conf",))
         if not isinstance(plan["allocator"]["conf"], str):
@@ -182,6 +188,28 @@ def resolve_training(plan) -> dict:
             if not isinstance(gpu["name"], str):
                 raise PlanError("gpu.name", "expected a string")
     return training
+
+
+def _check_fine_tuning(training: dict) -> None:
+    """`training.lora` (PEFT's LoraConfig) and `training.freeze` (parameter-name patterns), as docs/plan-format.md."""
+    freeze = training["freeze"]
+    if not isinstance(freeze, list) or not all(isinstance(p, str) for p in freeze):
+        raise PlanError("training.freeze", "expected a list of parameter-name patterns")
+    lora = training["lora"]
+    if lora is None:
+        return
+    if not isinstance(lora, dict):
+        raise PlanError("training.lora", "expected an object")
+    _check_keys(lora, "training.lora", LORA_KEYS, LORA_OPTIONAL)
+    _positive_int(lora["r"], "training.lora.r")
+    if not isinstance(lora["alpha"], (int, float)) or lora["alpha"] <= 0:
+        raise PlanError("training.lora.alpha", "expected a positive number")
+    if not isinstance(lora.get("dropout", 0.0), (int, float)) or not 0 <= lora.get("dropout", 0.0) < 1:
+        raise PlanError("training.lora.dropout", "expected a probability in [0, 1)")
+    if not isinstance(lora["target_modules"], list) or not lora["target_modules"]:
+        raise PlanError("training.lora.target_modules", "expected a list of module names")
+    if lora.get("quantization", "none") != "none":
+        raise PlanError("training.lora.quantization", "4-bit and 8-bit bases need bitsandbytes, which this script does not use")
 
 
 def _check_model(model) -> None:
@@ -495,11 +523,16 @@ def build_workload(plan: dict, training: dict) -> Workload:
         workload = _torchvision_workload(model_spec, training)
     else:
         workload = _layer_list_workload(model_spec, training)
+    if "hf_config" not in model_spec:
+        if training["lora"]:
+            raise PlanError("training.lora", "LoRA is measured on Hugging Face models only")
+        freeze_parameters(workload.model, training["freeze"])
     parameters = list(workload.model.parameters())
     workload.facts.update(
         model_class=type(workload.model).__name__,
         parameter_tensors=len(parameters),
         parameter_count=sum(p.numel() for p in parameters),
+        trainable_parameter_count=sum(p.numel() for p in parameters if p.requires_grad),
         parameter_bytes=sum(p.numel() * p.element_size() for p in parameters),
         buffer_bytes=sum(b.numel() * b.element_size() for b in workload.model.buffers()),
     )
@@ -538,6 +571,19 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         reentrant = training["activation_checkpointing"] == "reentrant"
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     vocab_size, seq_len = config.vocab_size, training["seq_len"]
+    freeze_parameters(model, training["freeze"])
+    fine_tuning = {}
+    if training["lora"]:
+        # After gradient_checkpointing_enable, as PEFT's guides do: PeftModel.__init__ then calls
+        # enable_input_require_grads (the embedding's output requires grad) because the model is checkpointing.
+        import peft
+
+        lora = training["lora"]
+        lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
+                                      target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lora_config)
+        fine_tuning = {"peft_version": peft.__version__, "peft_class": type(model).__name__,
+                       "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n})}
 
     def make_inputs(batch: int) -> tuple:
         return (torch.randint(vocab_size, (batch, seq_len), device="cuda"),)
@@ -549,8 +595,16 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         "transformers_class": type(model).__name__,
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "resolved_hf_config": json.loads(json.dumps(model.config.to_dict(), default=str)),
+        **fine_tuning,
     }
     return Workload(model, make_inputs, loss, facts)
+
+
+def freeze_parameters(model: nn.Module, patterns: list[str]) -> None:
+    """`training.freeze`: parameters whose name matches a pattern (fnmatch, case-sensitive) stop requiring grad."""
+    for name, parameter in model.named_parameters():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            parameter.requires_grad_(False)
 
 
 def _torchvision_workload(model_spec: dict, training: dict) -> Workload:

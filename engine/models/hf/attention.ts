@@ -52,6 +52,8 @@ export interface AttentionCall {
   softmaxFp32: boolean;
   /** Fewer key/value heads than query heads (SDPA gets `enable_gqa=True`). */
   gqa?: boolean;
+  /** Is q a contiguous [B, H, T, D] tensor (Phi-3's rotary embedding ends in a cat), rather than a transposed view? */
+  qContiguous?: boolean;
   label: string;
 }
 
@@ -84,13 +86,14 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     const [qc, kc, vc] = castLower(rt, [q, k, v], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
     const backend = sdpaBackend(qc!.dtype, qc!.shape[1]!, kc!.shape[1]!, call.device);
     // the math backend reshapes what is not in [B, H, T, D] memory: the cache's copies are
-    const headMajor = { q: false, k: call.kvContiguous, v: call.kvContiguous };
+    const headMajor = { q: call.qContiguous ?? false, k: call.kvContiguous, v: call.kvContiguous };
     const out = scaledDotProductAttention(rt, qc!, kc!, vc!, backend, { dropoutP: call.dropoutP, label: call.label, headMajor });
     for (const x of [qc, kc, vc]) cuda.release(x);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
     cuda.release(out);
-    // `.transpose(1, 2).contiguous()`: only the math backend's output is in [B, H, T, D] memory, and copies
-    const merged = backend === 'math' ? copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`) : autograd.view('ViewBackward0', transposed, [b, t, h * d]);
+    // `.transpose(1, 2).contiguous()`: the math backend's output is in [B, H, T, D] memory, and cuDNN's when q
+    // is (its output is `empty_like(q)`): those copy
+    const merged = backend === 'math' || (backend === 'cudnn' && headMajor.q) ? copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`) : autograd.view('ViewBackward0', transposed, [b, t, h * d]);
     cuda.release(transposed);
     return { out: merged, weights: null };
   }

@@ -27,7 +27,7 @@ export interface Gpt2Config {
 
 export interface LlamaConfig {
   family: 'llama';
-  modelType: 'llama' | 'mistral' | 'qwen2';
+  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3';
   vocabSize: number;
   hidden: number;
   intermediate: number;
@@ -43,9 +43,17 @@ export interface LlamaConfig {
   mlpBias: boolean;
   attentionDropout: number;
   tieWordEmbeddings: boolean;
-  /** A sliding window that applies (Mistral's default 4096; Qwen2 only with use_sliding_window). */
+  /** A sliding window that applies (Mistral's default 4096; Qwen2 and Qwen3 only with use_sliding_window). */
   slidingWindow: number | null;
   useCache: boolean;
+  /** Qwen3: an RMSNorm over each head's query and key (`q_norm`, `k_norm`, weight [head_dim]) before the rotary embedding. */
+  qkNorm: boolean;
+  /** Phi-3: one `qkv_proj` and one `gate_up_proj` instead of q/k/v and gate/up projections. */
+  fusedProjections: boolean;
+  /** Phi-3: `resid_pdrop`, a dropout on each sublayer's output before its residual add. */
+  residDropout: number;
+  /** Dimensions of each head the rotary embedding turns (Phi-3's `partial_rotary_factor`); head_dim elsewhere. */
+  rotaryDim: number;
 }
 
 export interface BertConfig {
@@ -123,8 +131,28 @@ function checkArchitectures(raw: Record<string, unknown>, accepted: readonly str
   }
 }
 
+/**
+ * Phi3RotaryEmbedding turns `int(head_dim * partial_rotary_factor)` dimensions; the factor comes from
+ * `rope_parameters`, the older `rope_scaling`, or the top level (configuration_phi3.py convert_rope_params_to_dict).
+ */
+function phi3RotaryDim(raw: Record<string, unknown>, headDim: number): number {
+  const fromDict = (key: string) => {
+    const d = read(raw, key);
+    return d && typeof d === 'object' ? (d as Record<string, unknown>).partial_rotary_factor : undefined;
+  };
+  const factor = fromDict('rope_parameters') ?? fromDict('rope_scaling') ?? read(raw, 'partial_rotary_factor') ?? 1;
+  if (typeof factor !== 'number' || factor <= 0 || factor > 1) throw new InputError(`${WHERE}.partial_rotary_factor`, `must be a number in (0, 1], got ${JSON.stringify(factor)}`);
+  const dim = Math.floor(headDim * factor);
+  if (dim % 2 !== 0) throw new InputError(`${WHERE}.partial_rotary_factor`, `turns ${dim} dimensions of each head; the rotary embedding needs an even number`);
+  return dim;
+}
+
 export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
   const modelType = read(raw, 'model_type');
+  if (read(raw, 'quantization_config') !== undefined && read(raw, 'quantization_config') !== null) {
+    // QLoRA and other quantized bases: bitsandbytes (or GPTQ/AWQ kernels) decide that memory, and none is modelled.
+    throw new InputError(`${WHERE}.quantization_config`, 'quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model');
+  }
   if (typeof modelType !== 'string') throw new InputError(`${WHERE}.model_type`, 'is required: the config.json of a Hugging Face model names its model_type');
   switch (modelType) {
     case 'gpt2': {
@@ -150,19 +178,26 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
     }
     case 'llama':
     case 'mistral':
-    case 'qwen2': {
+    case 'qwen2':
+    case 'qwen3':
+    case 'phi3': {
+      // configuration_*.py defaults (transformers 5.17)
       const defaults = {
-        llama: { vocab: 32000, hidden: 4096, intermediate: 11008, layers: 32, heads: 32, kv: null, positions: 2048, tie: false },
-        mistral: { vocab: 32000, hidden: 4096, intermediate: 14336, layers: 32, heads: 32, kv: 8, positions: 4096 * 32, tie: false },
-        qwen2: { vocab: 151936, hidden: 4096, intermediate: 22016, layers: 32, heads: 32, kv: 32, positions: 32768, tie: false },
+        llama: { vocab: 32000, hidden: 4096, intermediate: 11008, layers: 32, heads: 32, kv: null, positions: 2048, headDim: null },
+        mistral: { vocab: 32000, hidden: 4096, intermediate: 14336, layers: 32, heads: 32, kv: 8, positions: 4096 * 32, headDim: null },
+        qwen2: { vocab: 151936, hidden: 4096, intermediate: 22016, layers: 32, heads: 32, kv: 32, positions: 32768, headDim: null },
+        qwen3: { vocab: 151936, hidden: 4096, intermediate: 22016, layers: 32, heads: 32, kv: 32, positions: 32768, headDim: 128 },
+        phi3: { vocab: 32064, hidden: 3072, intermediate: 8192, layers: 32, heads: 32, kv: null, positions: 4096, headDim: null },
       }[modelType];
-      checkArchitectures(raw, [{ llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM' }[modelType]]);
+      checkArchitectures(raw, [{ llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM' }[modelType]]);
       const hidden = int(raw, 'hidden_size', defaults.hidden);
       const heads = int(raw, 'num_attention_heads', defaults.heads);
       const kvHeads = int(raw, 'num_key_value_heads', defaults.kv ?? heads);
       if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
-      const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
-      const window = modelType === 'mistral' ? read(raw, 'sliding_window') === undefined ? 4096 : read(raw, 'sliding_window') : modelType === 'qwen2' && bool(raw, 'use_sliding_window', false) ? read(raw, 'sliding_window') ?? 4096 : null;
+      const headDim = int(raw, 'head_dim', defaults.headDim ?? Math.floor(hidden / heads));
+      const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
+      const windowDefault = modelType === 'phi3' ? null : 4096;
+      const window = usesWindow ? (read(raw, 'sliding_window') === undefined ? windowDefault : read(raw, 'sliding_window')) : null;
       return {
         family: 'llama',
         modelType,
@@ -175,13 +210,17 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         headDim,
         maxPositions: int(raw, 'max_position_embeddings', defaults.positions),
         activation: activation(raw, 'hidden_act', 'silu'),
-        attentionBias: modelType === 'llama' ? bool(raw, 'attention_bias', false) : false,
+        attentionBias: modelType === 'llama' || modelType === 'qwen3' ? bool(raw, 'attention_bias', false) : false,
         qkvBias: modelType === 'qwen2',
         mlpBias: modelType === 'llama' ? bool(raw, 'mlp_bias', false) : false,
         attentionDropout: prob(raw, 'attention_dropout', 0),
-        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', defaults.tie),
+        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
         slidingWindow: typeof window === 'number' ? window : null,
         useCache: bool(raw, 'use_cache', true),
+        qkNorm: modelType === 'qwen3',
+        fusedProjections: modelType === 'phi3',
+        residDropout: modelType === 'phi3' ? prob(raw, 'resid_pdrop', 0) : 0,
+        rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
       };
     }
     case 'bert': {
@@ -206,6 +245,6 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       };
     }
     default:
-      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, bert`);
+      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, bert`);
   }
 }

@@ -20,6 +20,7 @@ import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCo
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
 import { runBlocks } from '../checkpointing.ts';
+import type { FineTuning } from '../peft/lora.ts';
 
 export interface HfModelOptions {
   dtype: DType;
@@ -27,6 +28,8 @@ export interface HfModelOptions {
   attention: AttentionImpl;
   checkpointing: Checkpointing;
   device: AttentionDevice;
+  /** LoRA and frozen parameters (models/peft/lora.ts); full fine-tuning when absent. */
+  tuning?: FineTuning;
 }
 
 export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableModel {

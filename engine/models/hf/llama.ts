@@ -1,9 +1,12 @@
 /**
- * `LlamaForCausalLM`, `MistralForCausalLM` and `Qwen2ForCausalLM` (transformers 5.x modeling_llama.py and the
- * models generated from it) trained as `model(input_ids=ids, labels=ids).loss`.
+ * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` and `Phi3ForCausalLM`
+ * (transformers 5.17 modeling_llama.py and the models generated from it) trained as
+ * `model(input_ids=ids, labels=ids).loss`.
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
- * biases), mlp (gate, up, down), input_layernorm, post_attention_layernorm; norm; then the rotary buffers
- * inv_freq and original_inv_freq (fp32 [head_dim / 2] each); lm_head unless tied to embed_tokens.
+ * biases; Qwen3 then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down; Phi-3
+ * gate_up, down), input_layernorm, post_attention_layernorm; norm; then the rotary buffers inv_freq and
+ * original_inv_freq (fp32 [rotary dims / 2] each); lm_head unless tied to embed_tokens. LoRA adapters follow
+ * their base layer's parameters (models/peft/lora.ts).
  * Forward: the embedding, position ids, the causal mask (none for SDPA), the rotary cos/sin (fp32 math under
  * no_grad, cast to the hidden states' dtype), the layers, the final norm, lm_head and ForCausalLMLoss.
  */
@@ -11,8 +14,8 @@ import { InputError } from '../../errors.ts';
 import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, neg, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
-import { linear } from '../../ops/linear.ts';
-import { bmm } from '../../ops/matmul.ts';
+import { dropout } from '../../ops/pointwise.ts';
+import { bmm, viewCopyingGrad } from '../../ops/matmul.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -22,45 +25,58 @@ import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.t
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
+import { FULL_FINE_TUNING, linearModule, linearParameters, type FineTuning } from '../peft/lora.ts';
+import { Parameter } from '../../autograd/engine.ts';
 
-export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): TrainableModel {
+export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: FineTuning = FULL_FINE_TUNING): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
   const hd = cfg.headDim;
   const params: ParameterSpec[] = [];
   const p = (name: string, shape: number[], d: DType = dtype) => params.push({ name, shape, dtype: d });
+  const lin = (path: string, out: number, inp: number, bias: boolean) => params.push(...linearParameters(path, out, inp, bias, dtype, tuning));
   p('model.embed_tokens.weight', [cfg.vocabSize, cfg.hidden]);
   for (let i = 0; i < cfg.layers; i++) {
     const l = `model.layers.${i}`;
     const qkvBias = cfg.qkvBias || cfg.attentionBias;
-    p(`${l}.self_attn.q_proj.weight`, [cfg.heads * hd, cfg.hidden]);
-    if (qkvBias) p(`${l}.self_attn.q_proj.bias`, [cfg.heads * hd]);
-    p(`${l}.self_attn.k_proj.weight`, [cfg.kvHeads * hd, cfg.hidden]);
-    if (qkvBias) p(`${l}.self_attn.k_proj.bias`, [cfg.kvHeads * hd]);
-    p(`${l}.self_attn.v_proj.weight`, [cfg.kvHeads * hd, cfg.hidden]);
-    if (qkvBias) p(`${l}.self_attn.v_proj.bias`, [cfg.kvHeads * hd]);
-    p(`${l}.self_attn.o_proj.weight`, [cfg.hidden, cfg.heads * hd]);
-    if (cfg.attentionBias) p(`${l}.self_attn.o_proj.bias`, [cfg.hidden]);
-    for (const [name, out, inp] of [
-      ['gate_proj', cfg.intermediate, cfg.hidden],
-      ['up_proj', cfg.intermediate, cfg.hidden],
-      ['down_proj', cfg.hidden, cfg.intermediate],
-    ] as const) {
-      p(`${l}.mlp.${name}.weight`, [out, inp]);
-      if (cfg.mlpBias) p(`${l}.mlp.${name}.bias`, [out]);
+    if (cfg.fusedProjections) {
+      // Phi3Attention.__init__ registers o_proj before qkv_proj
+      lin(`${l}.self_attn.o_proj`, cfg.hidden, cfg.heads * hd, false);
+      lin(`${l}.self_attn.qkv_proj`, (cfg.heads + 2 * cfg.kvHeads) * hd, cfg.hidden, false);
+      lin(`${l}.mlp.gate_up_proj`, 2 * cfg.intermediate, cfg.hidden, false);
+      lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, false);
+    } else {
+      lin(`${l}.self_attn.q_proj`, cfg.heads * hd, cfg.hidden, qkvBias);
+      lin(`${l}.self_attn.k_proj`, cfg.kvHeads * hd, cfg.hidden, qkvBias);
+      lin(`${l}.self_attn.v_proj`, cfg.kvHeads * hd, cfg.hidden, qkvBias);
+      lin(`${l}.self_attn.o_proj`, cfg.hidden, cfg.heads * hd, cfg.attentionBias);
+      if (cfg.qkNorm) {
+        p(`${l}.self_attn.q_norm.weight`, [hd]);
+        p(`${l}.self_attn.k_norm.weight`, [hd]);
+      }
+      lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
+      lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
+      lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, cfg.mlpBias);
     }
     p(`${l}.input_layernorm.weight`, [cfg.hidden]);
     p(`${l}.post_attention_layernorm.weight`, [cfg.hidden]);
   }
   p('model.norm.weight', [cfg.hidden]);
   // rotary_emb's buffers, fp32 whatever the model's dtype
-  params.push({ name: 'model.rotary_emb.inv_freq', shape: [hd / 2], dtype: 'float32', buffer: true });
-  params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [hd / 2], dtype: 'float32', buffer: true });
-  if (!cfg.tieWordEmbeddings) p('lm_head.weight', [cfg.vocabSize, cfg.hidden]);
-  const lmHeadName = cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  params.push({ name: 'model.rotary_emb.inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
+  params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
+  if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const wOrNull = (name: string) => weights.get(name) ?? null;
+  const proj = (rt: Runtime, x: Tensor, path: string) => linearModule(rt, weights, tuning.lora, x, path);
   const useCache = cfg.useCache && !checkpointing;
+  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf that
+  // requires grad). The leaf and its .grad belong to the graph, which the loss holds until it is rebound.
+  const inputsRequireGrad = tuning.lora !== null && checkpointing !== false;
+  let graphLeaf: Parameter | null = null;
+  /** The leaf of the forward that just ran: its graph is the new loss's, alive until that loss is rebound. */
+  let newLeaf: Parameter | null = null;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
   // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window.
@@ -96,7 +112,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
   function rotary(rt: Runtime, x: Tensor, cos: Tensor, sin: Tensor, label: string): Tensor {
     const { cuda } = rt;
     const a = mul(rt, x, cos, `${label} * cos`);
-    const halfShape = [...x.shape.slice(0, -1), hd / 2];
+    const halfShape = [...x.shape.slice(0, -1), x.shape[x.shape.length - 1]! / 2];
     const x1 = sliceView(rt, x, halfShape, `${label}[..., :D/2]`);
     const x2 = sliceView(rt, x, halfShape, `${label}[..., D/2:]`);
     const negX2 = neg(rt, x2, `${label} -x2`);
@@ -112,31 +128,113 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
     return out;
   }
 
-  /** LlamaAttention.forward: (attn_output, attn_weights). */
+  /**
+   * Phi-3's apply_rotary_pos_emb: `q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]` (a slice of the
+   * whole last dimension is q itself, PyTorch's applySlice skips it; the pass-through slice is a view, empty
+   * for a full rotary), then `cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], -1)`: a new tensor. The
+   * empty slice's SliceBackward0 still makes a zero gradient of q's shape.
+   */
+  function partialRotary(rt: Runtime, rot: Tensor, pass: Tensor, cos: Tensor, sin: Tensor, label: string): Tensor {
+    const turned = rotary(rt, rot, cos, sin, label);
+    const out = cat(rt, [turned, pass], [...turned.shape.slice(0, -1), hd], `${label} cat(rotated, pass)`);
+    rt.cuda.release(turned);
+    return out;
+  }
+
+  /** `rot, pass` of Phi-3's rotary embedding for one of q, k: views, made before the rotations. */
+  function rotarySplit(rt: Runtime, x: Tensor, label: string): [Tensor, Tensor] {
+    const lead = x.shape.slice(0, -1);
+    const rot = cfg.rotaryDim === hd ? rt.cuda.ref(x) : sliceView(rt, x, [...lead, cfg.rotaryDim], `${label}[..., :rotary_dim]`);
+    const pass = sliceView(rt, x, [...lead, hd - cfg.rotaryDim], `${label}[..., rotary_dim:]`);
+    return [rot, pass];
+  }
+
+  /** The heads of q, k, v [B, H, T, D] as each family's attention makes them from its input. */
+  function headsOf(rt: Runtime, x: Tensor, a: string, copies: { q: boolean; k: boolean; v: boolean }): { q: Tensor; k: Tensor; v: Tensor; held: Tensor[] } {
+    const { cuda } = rt;
+    const [b, t] = x.shape as [number, number];
+    if (cfg.fusedProjections) {
+      // Phi3Attention: qkv = qkv_proj(x); q/k/v = slices of its last dimension (SliceBackward0: a zero gradient of
+      // qkv's shape each), each `.view(B, T, -1, D).transpose(1, 2)`. qkv is a local until forward returns.
+      const qkv = proj(rt, x, `${a}.qkv_proj`);
+      const qs = sliceView(rt, qkv, [b, t, cfg.heads * hd], `${a} qkv[..., :q]`);
+      const ks = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., q:k]`);
+      const vs = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., k:]`);
+      const q = splitHeads(rt, qs, cfg.heads, hd, copies.q, `${a} query`);
+      cuda.release(qs);
+      const k = splitHeads(rt, ks, cfg.kvHeads, hd, copies.k, `${a} key`);
+      cuda.release(ks);
+      const v = splitHeads(rt, vs, cfg.kvHeads, hd, copies.v, `${a} value`);
+      cuda.release(vs);
+      return { q, k, v, held: [qkv] };
+    }
+    if (cfg.qkNorm) {
+      // Qwen3Attention: `q_norm(q_proj(x).view(B, T, -1, D)).transpose(1, 2)`, the same for k; v as in Llama
+      const normed = (path: string, heads: number, norm: string, copy: boolean, label: string) => {
+        const projected = proj(rt, x, path);
+        const viewed = copy ? viewCopyingGrad(rt, projected, [b, t, heads, hd], label, 'ViewBackward0') : rt.autograd.view('ViewBackward0', projected, [b, t, heads, hd]);
+        cuda.release(projected);
+        const n = rmsNorm(rt, viewed, w(norm), `${label} norm`);
+        cuda.release(viewed);
+        const out = rt.autograd.view('TransposeBackward0', n, [b, heads, t, hd]);
+        cuda.release(n);
+        return out;
+      };
+      const q = normed(`${a}.q_proj`, cfg.heads, `${a}.q_norm.weight`, copies.q, `${a} query`);
+      const k = normed(`${a}.k_proj`, cfg.kvHeads, `${a}.k_norm.weight`, copies.k, `${a} key`);
+      const vp = proj(rt, x, `${a}.v_proj`);
+      const v = splitHeads(rt, vp, cfg.kvHeads, hd, copies.v, `${a} value`);
+      cuda.release(vp);
+      return { q, k, v, held: [] };
+    }
+    const qp = proj(rt, x, `${a}.q_proj`);
+    const q = splitHeads(rt, qp, cfg.heads, hd, copies.q, `${a} query`);
+    cuda.release(qp);
+    const kp = proj(rt, x, `${a}.k_proj`);
+    const k = splitHeads(rt, kp, cfg.kvHeads, hd, copies.k, `${a} key`);
+    cuda.release(kp);
+    const vp = proj(rt, x, `${a}.v_proj`);
+    const v = splitHeads(rt, vp, cfg.kvHeads, hd, copies.v, `${a} value`);
+    cuda.release(vp);
+    return { q, k, v, held: [] };
+  }
+
+  /** LlamaAttention.forward (and Qwen3's, Phi-3's): (attn_output, attn_weights). */
   function attention(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): [Tensor, Tensor | null] {
     const { cuda } = rt;
     const a = `model.layers.${i}.self_attn`;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, softmaxFp32: true, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
-    const qp = linear(rt, x, w(`${a}.q_proj.weight`), wOrNull(`${a}.q_proj.bias`), `${a}.q_proj`);
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache || cfg.fusedProjections, qContiguous: cfg.fusedProjections, softmaxFp32: true, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
     // The rotary embedding's rotate_half backward (SliceBackward0: a zero tensor of the input's shape) is the
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
-    const copies = { ...gradCopies(qp, call), q: true, k: true };
-    const q0 = splitHeads(rt, qp, cfg.heads, hd, copies.q, `${a} query`);
-    cuda.release(qp);
-    const kp = linear(rt, x, w(`${a}.k_proj.weight`), wOrNull(`${a}.k_proj.bias`), `${a}.k_proj`);
-    const k0 = splitHeads(rt, kp, cfg.kvHeads, hd, copies.k, `${a} key`);
-    cuda.release(kp);
-    const vp = linear(rt, x, w(`${a}.v_proj.weight`), wOrNull(`${a}.v_proj.bias`), `${a}.v_proj`);
-    let v = splitHeads(rt, vp, cfg.kvHeads, hd, copies.v, `${a} value`);
-    cuda.release(vp);
+    // (the projections' dtype: under autocast the linear's, not the fp32 input's)
+    const copies = { ...gradCopies({ dtype: rt.autocast?.dtype ?? x.dtype }, call), q: true, k: true };
+    const heads = headsOf(rt, x, a, copies);
+    const q0 = heads.q;
+    const k0 = heads.k;
+    let v = heads.v;
     const cos4 = cuda.view(cos, [cos.shape[0]!, 1, ...cos.shape.slice(1)]);
     const sin4 = cuda.view(sin, [sin.shape[0]!, 1, ...sin.shape.slice(1)]);
-    const q = rotary(rt, q0, cos4, sin4, `${a} query`);
-    let k = rotary(rt, k0, cos4, sin4, `${a} key`);
+    let q: Tensor;
+    let k: Tensor;
+    if (cfg.fusedProjections) {
+      const [qRot, qPass] = rotarySplit(rt, q0, `${a} query`);
+      const [kRot, kPass] = rotarySplit(rt, k0, `${a} key`);
+      q = partialRotary(rt, qRot, qPass, cos4, sin4, `${a} query`);
+      k = partialRotary(rt, kRot, kPass, cos4, sin4, `${a} key`);
+      for (const t of [kPass, kRot, qPass, qRot]) cuda.release(t);
+    } else {
+      q = rotary(rt, q0, cos4, sin4, `${a} query`);
+      k = rotary(rt, k0, cos4, sin4, `${a} key`);
+    }
     cuda.release(sin4);
     cuda.release(cos4);
     cuda.release(q0);
     cuda.release(k0);
+    if (useCache && cfg.slidingWindow !== null) {
+      // DynamicCache makes a DynamicSlidingWindowLayer for a model with a sliding window; its first update
+      // allocates an int64 scalar, kept with the cache (measured: phi3_4l_amp_bf16_adamw, 8 B per layer and forward)
+      cache.push(cuda.empty([], 'int64', `${a} DynamicSlidingWindowLayer int64 scalar`, 'temporary'));
+    }
     if (useCache) {
       const [kc, vc] = cacheUpdate(rt, k, v, a);
       cuda.release(k);
@@ -159,23 +257,37 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
     } else {
       merged = attend(rt, q, k, v, call);
     }
-    const out = linear(rt, merged.out, w(`${a}.o_proj.weight`), wOrNull(`${a}.o_proj.bias`), `${a}.o_proj`);
+    const out = proj(rt, merged.out, `${a}.o_proj`);
     cuda.release(merged.out);
-    for (const t of [q, k, v]) cuda.release(t); // LlamaAttention.forward returns: its locals die
+    for (const t of [q, k, v, ...heads.held]) cuda.release(t); // LlamaAttention.forward returns: its locals die
     return [out, merged.weights];
   }
 
   function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
     const { cuda } = rt;
     const m = `model.layers.${i}.mlp`;
-    const gate = linear(rt, x, w(`${m}.gate_proj.weight`), wOrNull(`${m}.gate_proj.bias`), `${m}.gate_proj`);
+    if (cfg.fusedProjections) {
+      // Phi3MLP: `gate, up = gate_up_proj(x).chunk(2, -1)`; `up = up * act(gate)`; `down_proj(up)`
+      const gateUp = proj(rt, x, `${m}.gate_up_proj`);
+      const [gate, up] = chunk2(rt, gateUp, `${m} gate_up.chunk(2)`);
+      cuda.release(gateUp);
+      const act = hfActivation(rt, cfg.activation, gate, `${m}.activation_fn`);
+      const prod = mul(rt, up, act, `${m} up * act(gate)`);
+      cuda.release(act);
+      cuda.release(up);
+      const out = proj(rt, prod, `${m}.down_proj`);
+      cuda.release(prod);
+      cuda.release(gate);
+      return out;
+    }
+    const gate = proj(rt, x, `${m}.gate_proj`);
     const act = hfActivation(rt, cfg.activation, gate, `${m}.act_fn`);
     cuda.release(gate);
-    const up = linear(rt, x, w(`${m}.up_proj.weight`), wOrNull(`${m}.up_proj.bias`), `${m}.up_proj`);
+    const up = proj(rt, x, `${m}.up_proj`);
     const prod = mul(rt, act, up, `${m} act(gate) * up`);
     cuda.release(up);
     cuda.release(act);
-    const out = linear(rt, prod, w(`${m}.down_proj.weight`), wOrNull(`${m}.down_proj.bias`), `${m}.down_proj`);
+    const out = proj(rt, prod, `${m}.down_proj`);
     cuda.release(prod);
     return out;
   }
@@ -185,13 +297,18 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
     const l = `model.layers.${i}`;
     const normed = rmsNorm(rt, x, w(`${l}.input_layernorm.weight`), `${l}.input_layernorm`);
     // `hidden_states, _ = self.self_attn(...)`: `_` holds the attention weights until the layer returns
-    const [attnOut, weights] = attention(rt, normed, i, cos, sin, mask);
+    const [attnOut0, weights] = attention(rt, normed, i, cos, sin, mask);
     cuda.release(normed);
+    // Phi-3: `residual + self.resid_attn_dropout(hidden_states)` (resid_pdrop 0: the same tensor)
+    const attnOut = dropout(rt, attnOut0, cfg.residDropout, `${l}.resid_attn_dropout`);
+    cuda.release(attnOut0);
     const hidden = addTensors(rt, x, attnOut, `${l} residual + attention`);
     cuda.release(attnOut);
     const normed2 = rmsNorm(rt, hidden, w(`${l}.post_attention_layernorm.weight`), `${l}.post_attention_layernorm`);
-    const mlpOut = mlp(rt, normed2, i);
+    const mlpOut0 = mlp(rt, normed2, i);
     cuda.release(normed2);
+    const mlpOut = dropout(rt, mlpOut0, cfg.residDropout, `${l}.resid_mlp_dropout`);
+    cuda.release(mlpOut0);
     const out = addTensors(rt, hidden, mlpOut, `${l} residual + mlp`);
     cuda.release(mlpOut);
     cuda.release(hidden);
@@ -237,6 +354,11 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
+      const leaf = inputsRequireGrad ? new Parameter('inputs_embeds (enable_input_require_grads)', cuda.ref(inputsEmbeds), cuda) : null;
+      if (leaf) {
+        inputsEmbeds.requiresGrad = true;
+        inputsEmbeds.leaf = leaf;
+      }
       const positions = positionIds(rt, t);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : null;
@@ -247,13 +369,24 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions): Trainable
       hidden = normed;
       // LlamaModel.forward returns: its locals die
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
-      const logits = linear(rt, hidden, w(lmHeadName), null, 'lm_head');
+      const logits = proj(rt, hidden, lmHead);
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);
       // the output object (logits, the cache) is dropped once `.loss` is read
       cuda.release(logits);
       for (const x of cache.splice(0)) cuda.release(x);
+      newLeaf = leaf;
       return loss;
+    },
+    releaseGraph(rt) {
+      // the previous loss was rebound: its graph, and with it the leaf's AccumulateGrad, the leaf and its .grad, go
+      if (graphLeaf) {
+        rt.cuda.release(graphLeaf.grad);
+        rt.cuda.release(graphLeaf.tensor);
+        graphLeaf.grad = null;
+      }
+      graphLeaf = newLeaf;
+      newLeaf = null;
     },
   };
 }
@@ -264,4 +397,20 @@ function sliceView(rt: Runtime, x: Tensor, shape: readonly number[], label: stri
   const out = cuda.view(x, shape);
   autograd.record('SliceBackward0', [x], [out], [], ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
   return out;
+}
+
+/** `t.chunk(2, dim=-1)`: two views; SplitBackward0 concatenates their gradients (a zero tensor for a missing one). */
+function chunk2(rt: Runtime, t: Tensor, label: string): [Tensor, Tensor] {
+  const { cuda, autograd } = rt;
+  const half = [...t.shape.slice(0, -1), t.shape[t.shape.length - 1]! / 2];
+  const a = cuda.view(t, half);
+  const b = cuda.view(t, half);
+  autograd.record('SplitBackward0', [t], [a, b], [], (grads) => {
+    if (!grads.some((g) => g)) return [null];
+    const zeros = grads.map((g) => (g ? null : cuda.empty(half, t.dtype, `${label} backward: zeros for a missing gradient`)));
+    const out = cuda.empty(t.shape, grads.find((g) => g)!.dtype, `grad of ${label}`);
+    for (const z of zeros) cuda.release(z);
+    return [out];
+  });
+  return [a, b];
 }

@@ -48,6 +48,14 @@ const EXACT = [
   // fp32 ViT: nn.MultiheadAttention over memory-efficient attention (the output's and the gradients' copies)
   'vit_b_16_fp32_adamw_b8',
   'vit_l_16_fp32_sgd_b16',
+  // Qwen3 (per-head q/k RMSNorm), LoRA as PEFT runs it (fp32 adapters, frozen base, enable_input_require_grads
+  // under checkpointing) and frozen parameters (issue 14)
+  'qwen3_4l_amp_bf16_adamw',
+  'qwen3_4l_bf16_ckpt_fused',
+  'qwen3_4l_fp32_eager_sgdm',
+  'lora_tinyllama_4l_amp_bf16_adamw',
+  'lora_tinyllama_4l_amp_bf16_ckpt',
+  'tinyllama_4l_freeze_amp_bf16',
 ];
 
 function load(name: string) {

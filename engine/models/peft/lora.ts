@@ -1,0 +1,150 @@
+/**
+ * LoRA as PEFT 0.21 runs it (`peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout, target_modules))`,
+ * peft/tuners/lora/layer.py `Linear`), and frozen parameters (`training.freeze`), for memory:
+ * - Every `nn.Linear` whose name matches a target becomes a `lora.Linear`: its children are the base layer, then
+ *   `lora_dropout.default` (nn.Dropout, or nn.Identity when the dropout is 0), `lora_A.default` ([r, in], no bias)
+ *   and `lora_B.default` ([out, r]); `model.to("cuda")` therefore moves base weight, base bias, lora_A, lora_B.
+ * - The adapters are made in the base layer's dtype (`_move_adapter_to_device_of_base_layer`), then
+ *   `PeftModel.__init__` upcasts bf16/fp16 adapters to fp32 (`cast_adapter_dtype`, autocast_adapter_dtype=True):
+ *   adapters are fp32 whatever the precision.
+ * - Every other parameter stops requiring grad (`_mark_only_adapters_as_trainable`, bias="none"): no gradient, no
+ *   optimizer state. A frozen fp32 weight under autocast is cast anew at every use (`cached_cast` caches only
+ *   leaves that require grad), and the cast is what the GEMM's backward saves when its input needs a gradient.
+ * - `Linear.forward`: `result = base_layer(x)`; `x = x.to(lora_A.weight.dtype)` when it differs
+ *   (`_cast_input_dtype`); `result = result + lora_B(lora_A(dropout(x))) * scaling`; `result.to(result's dtype)`.
+ *   Each temporary dies once the next call consumed it; the cast x dies when forward returns.
+ * - With gradient checkpointing on, `PeftModel.__init__` calls `enable_input_require_grads()`: the input
+ *   embedding's output is made a leaf that requires grad (the models handle that, see `inputsRequireGrad`).
+ */
+import { InputError } from '../../errors.ts';
+import { addTensors, mulScalar, toDType } from '../../ops/elementwise.ts';
+import { linear } from '../../ops/linear.ts';
+import { dropout } from '../../ops/pointwise.ts';
+import type { Runtime } from '../../ops/runtime.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { ParameterSpec } from '../model.ts';
+
+export interface LoraSpec {
+  r: number;
+  alpha: number;
+  dropout: number;
+  target_modules: string[];
+}
+
+/** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
+export interface FineTuning {
+  lora: LoraSpec | null;
+  freeze: readonly string[];
+}
+
+export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
+
+/**
+ * PEFT's `check_target_module_exists` for a list of names: a module is a target when its full name is one of
+ * them or ends with `.` + one of them.
+ */
+export function isLoraTarget(modulePath: string, targets: readonly string[]): boolean {
+  return targets.some((t) => modulePath === t || modulePath.endsWith(`.${t}`));
+}
+
+/** `fnmatch.fnmatchcase` of a parameter name against a `training.freeze` pattern (`*`, `?`, `[...]`). */
+export function matchesPattern(name: string, pattern: string): boolean {
+  let re = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === '*') re += '.*';
+    else if (c === '?') re += '.';
+    else if (c === '[') {
+      const end = pattern.indexOf(']', i + 2);
+      if (end < 0) re += '\\[';
+      else {
+        let body = pattern.slice(i + 1, end).replace(/\\/g, '\\\\');
+        if (body.startsWith('!')) body = `^${body.slice(1)}`;
+        re += `[${body}]`;
+        i = end;
+      }
+    } else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`, 's').test(name);
+}
+
+/**
+ * The parameters of a `nn.Linear` at `path` ([out, in] weight, maybe a bias) as the model lists them, with
+ * the LoRA adapters PEFT adds after them when the module is a target.
+ */
+export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning): ParameterSpec[] {
+  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype }];
+  if (bias) out.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
+  if (tuning.lora && isLoraTarget(path, tuning.lora.target_modules)) {
+    out.push({ name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true });
+    out.push({ name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true });
+  }
+  return out;
+}
+
+/**
+ * Marks what does not train: with LoRA every parameter but the adapters, and the parameters a freeze pattern
+ * matches. A pattern that matches nothing is reported (a typo would otherwise train everything).
+ */
+export function markFrozen(params: ParameterSpec[], tuning: FineTuning): { error: string | null; where: string } {
+  if (tuning.lora) {
+    if (!params.some((p) => p.adapter)) return { error: `no Linear module of this model matches ${JSON.stringify(tuning.lora.target_modules)}`, where: 'training.lora.target_modules' };
+    for (const p of params) if (!p.buffer && !p.adapter) p.frozen = true;
+  }
+  for (const pattern of tuning.freeze) {
+    const matched = params.filter((p) => !p.buffer && matchesPattern(p.name, pattern));
+    if (!matched.length) return { error: `the pattern ${JSON.stringify(pattern)} matches no parameter (names as model.named_parameters() gives them, e.g. ${JSON.stringify(params[0]?.name ?? '')})`, where: 'training.freeze' };
+    for (const p of matched) p.frozen = true;
+  }
+  return { error: null, where: '' };
+}
+
+/**
+ * `lora.Linear.forward` once the base layer made `result`: the adapter path added to it. `x` stays the
+ * caller's; `result` is consumed.
+ */
+export function loraForward(rt: Runtime, x: Tensor, result: Tensor, loraA: Tensor, loraB: Tensor, spec: LoraSpec, label: string): Tensor {
+  const { cuda } = rt;
+  const resultDType = result.dtype;
+  const xc = toDType(rt, x, loraA.dtype, `${label} x.to(lora_A dtype)`);
+  const dropped = dropout(rt, xc, spec.dropout, `${label}.lora_dropout`);
+  const a = linear(rt, dropped, loraA, null, `${label}.lora_A`);
+  cuda.release(dropped);
+  const b = linear(rt, a, loraB, null, `${label}.lora_B`);
+  cuda.release(a);
+  const scaled = mulScalar(rt, b, `${label} lora * scaling`);
+  cuda.release(b);
+  const sum = addTensors(rt, result, scaled, `${label} result + lora`);
+  cuda.release(scaled);
+  cuda.release(result);
+  const out = toDType(rt, sum, resultDType, `${label} result.to(${resultDType})`);
+  cuda.release(sum);
+  cuda.release(xc);
+  return out;
+}
+
+/** `module(x)` for a Linear at `path` of a model whose weights are in `weights`: with its adapter when it has one. */
+export function linearModule(rt: Runtime, weights: ReadonlyMap<string, Tensor>, spec: LoraSpec | null, x: Tensor, path: string): Tensor {
+  const out = linear(rt, x, weights.get(`${path}.weight`)!, weights.get(`${path}.bias`) ?? null, path);
+  const loraA = weights.get(`${path}.lora_A.default.weight`);
+  if (!loraA || !spec) return out;
+  return loraForward(rt, x, out, loraA, weights.get(`${path}.lora_B.default.weight`)!, spec, path);
+}
+
+/** The plan's `training.lora` and `training.freeze`, as the models take them. */
+export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: readonly string[] | undefined }): FineTuning {
+  return { lora: training.lora ?? null, freeze: training.freeze ?? [] };
+}
+
+/**
+ * Marks the model's frozen parameters (models with LoRA made their adapters already); a plan asking for what
+ * cannot be done is told so at its field.
+ */
+export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
+  if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
+    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')} (LoRA is simulated for the llama, mistral, qwen2, qwen3 and phi3 models)`);
+  }
+  const { error, where } = markFrozen(model.parameters, tuning);
+  if (error) throw new InputError(where, error);
+  return model;
+}
