@@ -45,7 +45,7 @@ export function reductionWorkspace(shape: ReductionShape, device: ReductionDevic
   } else {
     // get_output_vec_size: 4, halved until it divides the output extent (allocations are 512-byte aligned)
     outputVecSize = 4;
-    while (numOutputs % outputVecSize !== 0) outputVecSize /= 2;
+    while (outputVecSize > 1 && numOutputs % outputVecSize !== 0) outputVecSize /= 2;
     dim0 = Math.floor(dim0 / outputVecSize);
   }
   // set_block_dimension
