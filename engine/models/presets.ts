@@ -44,9 +44,10 @@ interface DecoderShape {
   tie_word_embeddings?: boolean;
   head_dim?: number;
   sliding_window?: number | null;
+  rope_parameters?: Record<string, unknown>;
 }
 
-const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2', arch: string, source: string, shape: DecoderShape, parameters: string): Preset => ({
+const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3', arch: string, source: string, shape: DecoderShape, parameters: string): Preset => ({
   kind: 'hf',
   family,
   parameters,
@@ -56,6 +57,10 @@ const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2', arch:
 
 const llama = (source: string, shape: DecoderShape, parameters: string) => decoder('Llama', 'llama', 'LlamaForCausalLM', source, shape, parameters);
 const qwen2 = (source: string, shape: DecoderShape, parameters: string) => decoder('Qwen2', 'qwen2', 'Qwen2ForCausalLM', source, shape, parameters);
+// Qwen3: head_dim 128 at every size, 151,936 tokens, 40,960 positions; the small ones tie lm_head to embed_tokens
+const qwen3 = (source: string, shape: Omit<DecoderShape, 'vocab_size' | 'max_position_embeddings' | 'head_dim'>, parameters: string) =>
+  decoder('Qwen3', 'qwen3', 'Qwen3ForCausalLM', source, { vocab_size: 151936, max_position_embeddings: 40960, head_dim: 128, ...shape }, parameters);
+const phi3 = (source: string, shape: DecoderShape, parameters: string) => decoder('Phi-3', 'phi3', 'Phi3ForCausalLM', source, shape, parameters);
 
 export const PRESETS: Record<string, Preset> = {
   gpt2: gpt2('openai-community/gpt2', 768, 12, 12, '124M'),
@@ -76,6 +81,16 @@ export const PRESETS: Record<string, Preset> = {
   'qwen2.5-0.5b': qwen2('Qwen/Qwen2.5-0.5B', { hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, max_position_embeddings: 32768, tie_word_embeddings: true }, '0.49B'),
   'qwen2.5-1.5b': qwen2('Qwen/Qwen2.5-1.5B', { hidden_size: 1536, intermediate_size: 8960, num_hidden_layers: 28, num_attention_heads: 12, num_key_value_heads: 2, vocab_size: 151936, max_position_embeddings: 131072, tie_word_embeddings: true }, '1.5B'),
   'qwen2.5-7b': qwen2('Qwen/Qwen2.5-7B', { hidden_size: 3584, intermediate_size: 18944, num_hidden_layers: 28, num_attention_heads: 28, num_key_value_heads: 4, vocab_size: 152064, max_position_embeddings: 131072 }, '7.6B'),
+  'qwen3-0.6b': qwen3('Qwen/Qwen3-0.6B', { hidden_size: 1024, intermediate_size: 3072, num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 8, tie_word_embeddings: true }, '0.6B'),
+  'qwen3-1.7b': qwen3('Qwen/Qwen3-1.7B', { hidden_size: 2048, intermediate_size: 6144, num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 8, tie_word_embeddings: true }, '1.7B'),
+  'qwen3-4b': qwen3('Qwen/Qwen3-4B', { hidden_size: 2560, intermediate_size: 9728, num_hidden_layers: 36, num_attention_heads: 32, num_key_value_heads: 8, tie_word_embeddings: true }, '4.0B'),
+  'qwen3-8b': qwen3('Qwen/Qwen3-8B', { hidden_size: 4096, intermediate_size: 12288, num_hidden_layers: 36, num_attention_heads: 32, num_key_value_heads: 8 }, '8.2B'),
+  'qwen3-14b': qwen3('Qwen/Qwen3-14B', { hidden_size: 5120, intermediate_size: 17408, num_hidden_layers: 40, num_attention_heads: 40, num_key_value_heads: 8 }, '14.8B'),
+  'qwen3-32b': qwen3('Qwen/Qwen3-32B', { hidden_size: 5120, intermediate_size: 25600, num_hidden_layers: 64, num_attention_heads: 64, num_key_value_heads: 8 }, '32.8B'),
+  'phi-3-mini-4k': phi3('microsoft/Phi-3-mini-4k-instruct', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32064, max_position_embeddings: 4096, sliding_window: 2047 }, '3.8B'),
+  'phi-3-mini-128k': phi3('microsoft/Phi-3-mini-128k-instruct', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32064, max_position_embeddings: 131072, sliding_window: 262144 }, '3.8B'),
+  'phi-3-medium-4k': phi3('microsoft/Phi-3-medium-4k-instruct', { hidden_size: 5120, intermediate_size: 17920, num_hidden_layers: 40, num_attention_heads: 40, num_key_value_heads: 10, vocab_size: 32064, max_position_embeddings: 4096, sliding_window: 2047 }, '14B'),
+  'phi-4-mini': phi3('microsoft/Phi-4-mini-instruct', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 24, num_key_value_heads: 8, vocab_size: 200064, max_position_embeddings: 131072, tie_word_embeddings: true, sliding_window: 262144, rope_parameters: { rope_type: 'longrope', partial_rotary_factor: 0.75 } }, '3.8B'),
   resnet18: { kind: 'torchvision', family: 'ResNet', name: 'resnet18', parameters: '11.7M' },
   resnet34: { kind: 'torchvision', family: 'ResNet', name: 'resnet34', parameters: '21.8M' },
   resnet50: { kind: 'torchvision', family: 'ResNet', name: 'resnet50', parameters: '25.6M' },

@@ -20,6 +20,18 @@ const PUBLISHED: Record<string, number> = {
   'llama-3-8b': 8_030_261_248,
   'mistral-7b': 7_248_023_552,
   'qwen2.5-0.5b': 494_032_768,
+  // Qwen3 model cards: 0.6B (0.44B without embeddings), 1.7B, 4.0B, 8.2B, 14.8B, 32.8B; a tied lm_head counts once,
+  // as model.parameters() lists it
+  'qwen3-0.6b': 596_049_920,
+  'qwen3-1.7b': 1_720_574_976,
+  'qwen3-4b': 4_022_468_096,
+  'qwen3-8b': 8_190_735_360,
+  'qwen3-14b': 14_768_307_200,
+  'qwen3-32b': 32_762_123_264,
+  // Phi-3 and Phi-4-mini safetensors totals
+  'phi-3-mini-4k': 3_821_079_552,
+  'phi-3-medium-4k': 13_960_238_080,
+  'phi-4-mini': 3_836_021_760,
   resnet18: 11_689_512,
   resnet34: 21_797_672,
   resnet50: 25_557_032,
@@ -47,9 +59,8 @@ describe('presets', () => {
   }
 
   it('refuses a sequence longer than the model has positions, naming training.seq_len', () => {
-    const p = plan('gpt2', { seq_len: 2048 });
-    expect(() => simulate(p, { device: planGpu(p) })).toThrow(InputError);
-    expect(() => simulate(p, { device: planGpu(p) })).toThrow(/training\.seq_len: 2048 is more than the model's 1024 positions/);
+    // found when the plan is read (engine/plan/limits.ts), before any simulation
+    expect(() => plan('gpt2', { seq_len: 2048 })).toThrow(/training\.seq_len: 2048 is more than the model's 1024 positions/);
   });
 
   it('names the field of a pasted config.json it cannot use', () => {

@@ -1,0 +1,94 @@
+/**
+ * LoRA and frozen parameters as PEFT and PyTorch run them (engine/models/peft/lora.ts). The memory itself is
+ * checked against H100 recordings in test/engine/train/calibration.test.ts (lora_*, tinyllama_4l_freeze_*);
+ * these tests pin the rules that decide it: which modules get adapters, where they sit in `Module._apply`
+ * order, what trains, and which plans are refused.
+ */
+import { describe, expect, it } from 'vitest';
+import { InputError } from '../../../engine/errors.ts';
+import { isLoraTarget, matchesPattern } from '../../../engine/models/peft/lora.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+
+const tinyLlama = { model_type: 'llama', hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 };
+const lora = { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] };
+
+function run(hf: Record<string, unknown>, training: Record<string, unknown>) {
+  const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 2, seq_len: 128, precision: 'amp_bf16', optimizer: 'adamw', steps: 2, ...training } });
+  return simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0 });
+}
+
+describe('LoRA target matching (PEFT check_target_module_exists, a list of names)', () => {
+  it('matches a module whose full name is a key or ends with "." + key', () => {
+    expect(isLoraTarget('model.layers.0.self_attn.q_proj', ['q_proj'])).toBe(true);
+    expect(isLoraTarget('lm_head', ['lm_head'])).toBe(true);
+    expect(isLoraTarget('model.layers.0.self_attn.qkv_proj', ['q_proj'])).toBe(false);
+    expect(isLoraTarget('model.layers.0.self_attn.q_proj', ['self_attn.q_proj'])).toBe(true);
+  });
+});
+
+describe('freeze patterns (fnmatch.fnmatchcase)', () => {
+  it('matches * across dots, ? one character, [...] a set, and is case-sensitive', () => {
+    expect(matchesPattern('model.layers.1.mlp.up_proj.weight', 'model.layers.1.*')).toBe(true);
+    expect(matchesPattern('model.layers.10.mlp.up_proj.weight', 'model.layers.1.*')).toBe(false);
+    expect(matchesPattern('model.layers.3.input_layernorm.weight', 'model.layers.?.input_layernorm.weight')).toBe(true);
+    expect(matchesPattern('model.layers.3.x', 'model.layers.[0-2].*')).toBe(false);
+    expect(matchesPattern('model.layers.2.x', 'model.layers.[0-2].*')).toBe(true);
+    expect(matchesPattern('Model.embed_tokens.weight', 'model.*')).toBe(false);
+  });
+});
+
+describe('LoRA on a Llama model', () => {
+  it('adds r x (in + out) fp32 parameters per target and trains only them', () => {
+    const full = run(tinyLlama, {});
+    const adapted = run(tinyLlama, { lora });
+    // q_proj: 2048 -> 2048, v_proj: 2048 -> 256, two layers
+    const adapters = 2 * (16 * (2048 + 2048) + 16 * (2048 + 256));
+    expect(adapted.model.parameter_count - full.model.parameter_count).toBe(adapters);
+    expect(adapted.model.parameter_bytes - full.model.parameter_bytes).toBe(adapters * 4);
+    // no gradient and no AdamW state for the base: far less memory after the optimizer step
+    const stateAndGrads = (r: typeof full) => r.steps[0]!.after_optimizer_step_bytes - r.steps[0]!.after_zero_grad_bytes;
+    expect(stateAndGrads(adapted)).toBeLessThan(adapters * 4 * 2);
+    expect(stateAndGrads(full)).toBeGreaterThan(full.model.parameter_bytes);
+    expect(adapted.peak_allocated_bytes).toBeLessThan(full.peak_allocated_bytes);
+  });
+
+  it('keeps the dropout mask of the adapter path: dropout 0 (nn.Identity) saves less', () => {
+    const withDropout = run(tinyLlama, { lora, precision: 'fp32' });
+    const without = run(tinyLlama, { lora: { ...lora, dropout: 0 }, precision: 'fp32' });
+    expect(withDropout.steps[1]!.after_forward_bytes[0]! - without.steps[1]!.after_forward_bytes[0]!).toBeGreaterThan(0);
+  });
+
+  it('freezing parameters removes their gradients and optimizer state', () => {
+    const full = run(tinyLlama, {});
+    const frozen = run(tinyLlama, { freeze: ['model.embed_tokens.*', 'lm_head.*'] });
+    const state = (r: typeof full) => r.steps[0]!.after_zero_grad_bytes;
+    // embed_tokens and lm_head: 2 x 32000 x 2048 fp32, with AdamW's exp_avg and exp_avg_sq each
+    expect(state(full) - state(frozen)).toBe(2 * 32000 * 2048 * 4 * 2);
+  });
+});
+
+describe('plans LoRA cannot run are refused at their field', () => {
+  const refused = (hf: Record<string, unknown>, training: Record<string, unknown>, message: RegExp) => {
+    expect(() => run(hf, training)).toThrow(InputError);
+    expect(() => run(hf, training)).toThrow(message);
+  };
+
+  it('QLoRA: a 4-bit base needs bitsandbytes', () => {
+    refused(tinyLlama, { lora: { ...lora, quantization: '4bit' } }, /training\.lora\.quantization: .*bitsandbytes/);
+    expect(() => parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: { ...tinyLlama, quantization_config: { load_in_4bit: true } } }, training: { batch_size: 1 } })).toThrow(/quantization_config: .*bitsandbytes/);
+  });
+
+  it('targets that name no Linear of the model', () => {
+    refused(tinyLlama, { lora: { ...lora, target_modules: ['qkv_proj'] } }, /training\.lora\.target_modules: no nn\.Linear of this model is named "qkv_proj"/);
+  });
+
+  it('LoRA on GPT-2 (Conv1D) is not simulated yet', () => {
+    refused({ model_type: 'gpt2', n_layer: 2 }, { lora: { ...lora, target_modules: ['c_attn'] } }, /training\.lora: LoRA on gpt2 is not simulated yet/);
+  });
+
+  it('a freeze pattern that matches nothing (a typo would train everything)', () => {
+    refused(tinyLlama, { freeze: ['model.layer.0.*'] }, /training\.freeze: the pattern "model\.layer\.0\.\*" matches no parameter/);
+  });
+});
