@@ -33,8 +33,14 @@ import { parseAllocatorConf, formatAllocatorConf } from '../allocator/config.ts'
 import type { DeviceMemory } from '../allocator/device-memory.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
 import type { MemorySnapshot, SnapshotTraceEvent } from './snapshot.ts';
+import { InputError } from '../errors.ts';
 import { allocatorConfFromSettings } from './snapshot.ts';
 import { DEFAULT_TIMELINE_POINTS, TimelineRecorder, decimateTimeline, type Timeline } from '../result/timeline.ts';
+
+/** A trace that frees one address twice without allocating it again: not what PyTorch records (an edited or corrupt file). */
+function freedTwice(index: number, e: SnapshotTraceEvent): InputError {
+  return new InputError(`snapshot.device_traces event ${index}`, `free_requested of address 0x${e.addr.toString(16)}, which the trace already freed: the trace is inconsistent (a corrupt or edited snapshot)`);
+}
 
 export interface ReplayOptions {
   /** PYTORCH_CUDA_ALLOC_CONF; default: the snapshot's allocator_settings. */
@@ -272,6 +278,7 @@ export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOp
         settle(i);
         const block = blocks.get(e.addr);
         if (!block) break; // allocated before recording started
+        if (!block.allocated) throw freedTwice(i, e);
         realAllocated -= block.size; // still allocated: its size is the one it was handed out with
         allocator.requestFree(block);
         realRequested -= e.size;
@@ -403,6 +410,7 @@ export function* replayWhatIfSteps(
       }
     } else if (e.action === 'free_requested') {
       const block = blocks.get(e.addr);
+      if (block && !block.allocated) throw freedTwice(i, e);
       if (block) allocator.requestFree(block);
     } else if (e.action === 'free_completed') {
       const block = blocks.get(e.addr);
