@@ -67,8 +67,10 @@ try {
     process.stderr.write(error.message.split('\n').map((line) => `memplan: ${line}\n`).join(''));
     process.exitCode = 2;
   } else {
-    process.stderr.write(`memplan: internal error: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
-    process.stderr.write('This is a bug in memplan; please report it with the command you ran.\n');
+    // the stack only when asked for (MEMPLAN_DEBUG=1): a user sees one line and what to do
+    const debug = process.env['MEMPLAN_DEBUG'] === '1' && error instanceof Error;
+    process.stderr.write(`memplan: internal error: ${debug ? error.stack ?? error.message : error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write('This is a bug in memplan; please report it with the command you ran (MEMPLAN_DEBUG=1 prints where it happened).\n');
     process.exitCode = 1;
   }
 }

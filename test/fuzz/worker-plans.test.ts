@@ -34,9 +34,9 @@ describe('fuzz: the worker host', () => {
   it('generated plans simulate or are refused clearly', async () => {
     const outcomes = new Outcomes();
     const t0 = performance.now();
-    await fc.assert(fc.asyncProperty(plan, (p) => request('simulate', p, outcomes)), { numRuns: 400, seed: SEED });
+    await fc.assert(fc.asyncProperty(plan, (p) => request('simulate', p, outcomes)), { numRuns: 300, seed: SEED });
     console.log(`worker simulate, generated plans: ${outcomes} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    expect(outcomes.counts.get('simulate_result') ?? 0).toBeGreaterThan(100); // the generator makes mostly valid plans
+    expect(outcomes.counts.get('simulate_result') ?? 0).toBeGreaterThan(75); // the generator makes mostly valid plans
   });
 
   it('mutated plans simulate or are refused clearly', async () => {
