@@ -3,8 +3,7 @@
  * GPU to rent for a plan, and which ones it does not fit at all. Each GPU is searched as `--gpu ID` would search
  * it (the same plan, overrides and cap flags), without the advice (one search per change and GPU).
  */
-import { InputError, RESULT_SCHEMA_VERSION, findMaxBatch, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
-import { caveatsFor, caveatsSchema, type Caveats } from '../caveats.ts';
+import { InputError, RESULT_SCHEMA_VERSION, caveatsSchema, findMaxBatch, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
 import { gpuCatalog } from '../gpus.ts';
 import { placePlan, readPlanWithOverrides, type GpuChoice } from '../plan-options.ts';
 import { z } from 'zod';
@@ -18,7 +17,7 @@ export const maxBatchAllGpusSchema = z.object({
   results: z.array(maxBatchResultSchema.extend({ caveats: caveatsSchema })),
 });
 
-type Row = MaxBatchResult & { caveats: Caveats };
+type Row = MaxBatchResult;
 
 function table(file: string, rows: Row[]): string {
   const name = rows[0]?.plan_name || file;
@@ -30,7 +29,7 @@ function table(file: string, rows: Row[]): string {
       const atMax = r.trials.find((t) => t.batch === r.max_batch && t.fits);
       return (
         `${(r.gpu.id || r.gpu.name).padEnd(16)} ${formatSize(r.cap_bytes).padStart(10)} ${(r.max_batch ? String(r.max_batch) : 'none').padStart(8)} ` +
-        `${(r.max_batch ? String(r.recommendation.batch) : '-').padStart(11)} ${(atMax ? formatSize(atMax.peak_reserved_bytes) : '-').padStart(14)}  ${r.caveats.confidence}`
+        `${(r.max_batch ? String(r.recommendation.batch) : '-').padStart(11)} ${(atMax ? formatSize(atMax.peak_reserved_bytes) : '-').padStart(14)}  ${r.caveats?.confidence ?? '-'}`
       );
     }),
   ];
@@ -59,7 +58,7 @@ export function maxBatchOnEveryGpu(
   const rows: Row[] = gpuCatalog().gpus.map((gpu) => {
     const { plan, device } = placePlan({ ...base, gpu: { name: gpu.id } }, { ...choice, gpu: gpu.id });
     const r = findMaxBatch(plan, { device, safetyMargin: options.safetyMargin, multipleOf: options.multipleOf });
-    return { ...r, plan_name: r.plan_name || file, caveats: caveatsFor(plan, device) };
+    return { ...r, plan_name: r.plan_name || file };
   });
   rows.sort((a, b) => b.max_batch - a.max_batch || b.cap_bytes - a.cap_bytes);
   if (!options.json) return table(file, rows);

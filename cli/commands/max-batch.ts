@@ -1,7 +1,7 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
 import { DEFAULT_SAFETY_MARGIN, InputError, advise, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
-import { caveatsFor, caveatsText, type Caveats } from '../caveats.ts';
+import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { maxBatchOnEveryGpu } from './max-batch-all.ts';
 import { adviceChange, adviceCost, neededText, notApplicableText, recommendationText, unstableRegionText } from '../words.ts';
@@ -23,10 +23,10 @@ ${planOptionsHelp(true)}
                            advice under "advice" and what it assumes under "caveats"; with --gpu all, one
                            object with a result for every GPU, largest batch first`;
 
-/** What `max-batch --json` prints: the result, with the advice and the caveats beside it. */
-export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult; caveats: Caveats };
+/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it. */
+export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult };
 
-function text(file: string, r: MaxBatchResult, advice: AdviceResult, caveats: Caveats): string {
+function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
   const accumulation = r.grad_accumulation_steps;
   const lines = [
     `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
@@ -51,7 +51,7 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult, caveats: Ca
     'Trials (batch: peak allocated / peak reserved):',
     ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peak_allocated_bytes)} / ${formatSize(t.peak_reserved_bytes)}`),
     '',
-    ...caveatsText(caveats),
+    ...(r.caveats ? caveatsText(r.caveats) : []),
   ];
   return lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n';
 }
@@ -79,13 +79,12 @@ async function run(args: string[]): Promise<void> {
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = findMaxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
   const advice = advise(plan, { device, goal: 'batch', maxBatch: r });
-  const caveats = caveatsFor(plan, device);
   if (values.json) {
-    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice, caveats };
+    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice, caveats));
+  process.stdout.write(text(file, r, advice));
 }
 
 export const maxBatchCommand = {

@@ -1,7 +1,7 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
 import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
-import { caveatsFor, caveatsText, type Caveats } from '../caveats.ts';
+import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { adviceChange, adviceCost, notApplicableText, noteText } from '../words.ts';
 
@@ -18,10 +18,10 @@ ${planOptionsHelp(false)}
                            included) with the advice under "advice" and what it assumes under "caveats"
   --summary                also print torch.cuda.memory_summary() as it would read at the end`;
 
-/** What `simulate --json` prints: the result, with the advice beside it. */
-export type SimulateOutput = SimulateResult & { advice: AdviceResult; caveats: Caveats };
+/** What `simulate --json` prints: the result (its caveats included), with the advice beside it. */
+export type SimulateOutput = SimulateResult & { advice: AdviceResult };
 
-function text(file: string, r: SimulateResult, advice: AdviceResult, caveats: Caveats): string {
+function text(file: string, r: SimulateResult, advice: AdviceResult): string {
   const b = r.breakdown_at_peak;
   const lines = [
     `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
@@ -49,7 +49,7 @@ function text(file: string, r: SimulateResult, advice: AdviceResult, caveats: Ca
       : ['No change memplan knows lowers the peak reserved memory of this plan.']),
     ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
     '',
-    ...caveatsText(caveats),
+    ...(r.caveats ? caveatsText(r.caveats) : []),
     // the caveats say how the model is loaded
     ...r.notes.filter((n) => n.id !== 'parameters_loaded_in_training_dtype').map((n) => `Note: ${noteText(n)}`),
   ];
@@ -69,13 +69,12 @@ async function run(args: string[]): Promise<void> {
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = simulate(plan, { device });
   const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes });
-  const caveats = caveatsFor(plan, device);
   if (values.json) {
-    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice, caveats };
+    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice, caveats));
+  process.stdout.write(text(file, r, advice));
   if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 

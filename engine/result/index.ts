@@ -42,11 +42,16 @@ export {
   RECOMMENDATION_REASONS,
   maxBatchResultSchema,
   recommendationSchema,
+  neededSchema,
   trialSchema,
+  unstableRegionSchema,
   type MaxBatchResult,
+  type Needed,
   type Recommendation,
   type RecommendationReason,
   type Trial,
+  type UnstableRegion,
 } from './max-batch.ts';
+export { CALIBRATED_GPU, CONFIDENCE_LEVELS, caveatSchema, caveatsFor, caveatsSchema, type Caveat, type CaveatDevice, type CaveatId, type Caveats, type Confidence } from './caveats.ts';
 export { replayResultSchema, whatIfSchema, peakSegmentsSchema, segmentSchema, type ReplayResult, type WhatIf, type PeakSegments, type SegmentInfo } from './replay.ts';
 export { gpuListSchema, presetListSchema, type GpuList, type PresetList } from './lists.ts';

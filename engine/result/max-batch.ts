@@ -1,5 +1,6 @@
 /** The largest batch that fits a GPU (engine/search/max-batch.ts): each trial, then the answer. */
 import { z } from 'zod';
+import { caveatsSchema } from './caveats.ts';
 import { bytes, count, liveTensorSchema, oomSchema, positiveCount, schemaVersion } from './common.ts';
 import { gpuUsedSchema } from './simulate.ts';
 
@@ -84,6 +85,8 @@ export const maxBatchResultSchema = z.object({
   unstable_region: unstableRegionSchema.nullable().default(null),
   /** When nothing fits: what the plan needs and where it fits (null otherwise). */
   needed: neededSchema.nullable().default(null),
+  /** What the answer assumes and how sure memplan is (caveats.ts); absent in results stored before memplan reported them. */
+  caveats: caveatsSchema.nullable().default(null),
 });
 
 export type Trial = z.output<typeof trialSchema>;

@@ -1,6 +1,7 @@
 /** The result of simulating a plan's training steps (engine/train/simulate.ts `simulate`). */
 import { z } from 'zod';
 import { noteSchema } from './advice.ts';
+import { caveatsSchema } from './caveats.ts';
 import { bytes, count, liveTensorSchema, oomSchema, schemaVersion } from './common.ts';
 import { timelineSchema } from './timeline.ts';
 
@@ -85,6 +86,8 @@ export const simulateResultSchema = z.object({
    */
   needed_bytes: bytes.nullable().default(null),
   notes: z.array(noteSchema),
+  /** What the answer assumes and how sure memplan is (caveats.ts); absent in results stored before memplan reported them. */
+  caveats: caveatsSchema.nullable().default(null),
 });
 
 export type StepResult = z.output<typeof stepResultSchema>;

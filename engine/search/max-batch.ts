@@ -11,6 +11,7 @@ import { capBytes, type DeviceSpec } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
 import type { MaxBatchResult, Needed, Recommendation, Trial, UnstableRegion } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
+import { caveatsFor } from '../result/caveats.ts';
 import { neededMemory, simulate } from '../train/simulate.ts';
 
 export { capBytes };
@@ -187,6 +188,7 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     limited_by: best ? { step: best.peak_at.step, phase: best.peak_at.phase, largest: best.largest_at_peak.slice(0, 5) } : null,
     unstable_region: unstable,
     needed: good === 0 ? needed(plan, options) : null,
+    caveats: caveatsFor(plan, options.device),
   };
 }
 

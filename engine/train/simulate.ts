@@ -30,6 +30,7 @@ import { GradScaler } from './grad-scaler.ts';
 import { steadyStateKey } from './steady-state.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
+import { caveatsFor } from '../result/caveats.ts';
 import { DEFAULT_TIMELINE_POINTS, decimateTimeline } from '../result/timeline.ts';
 import type { Breakdown, SimulateResult, StepResult } from '../result/simulate.ts';
 import type { LiveTensor, Note } from '../result/index.ts';
@@ -298,5 +299,6 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     oom,
     needed_bytes: oom && options.neededOnOom !== false ? neededMemory(plan, spec).peak_reserved_bytes : null,
     notes,
+    caveats: caveatsFor(plan, spec),
   };
 }

@@ -10,7 +10,7 @@
  */
 import { InputError } from '../errors.ts';
 import { parseGpuCatalog, type GpuCatalog } from '../gpu/catalog.ts';
-import { planGpu, planNeedsConvTable, type Device } from '../gpu/device.ts';
+import { deviceFor, planGpu, planNeedsConvTable, type Device } from '../gpu/device.ts';
 import { safeParsePlan } from '../plan/parse.ts';
 import type { Plan } from '../plan/schema.ts';
 import { issueOf } from '../plan/issues.ts';
@@ -98,7 +98,11 @@ export function createEngineHost(options: EngineHostOptions): EngineHost {
   async function maxBatchRequest(r: RequestOf<'max_batch'>, post: (a: EngineAnswer) => void) {
     const p = plan(r.id, r.plan, post);
     if (!p) return;
-    const search = searchMaxBatch(p, { device: await device(p), safetyMargin: r.safety_margin, multipleOf: r.multiple_of });
+    const d = await device(p);
+    // The catalog's GPUs, so that a plan that fits nowhere says where it would (`needed.fits_on`), each with the
+    // plan's convolution table as the CLI gives it.
+    const gpus = catalog.gpus.map((g) => deviceFor(g, d.conv_workspaces));
+    const search = searchMaxBatch(p, { device: d, safetyMargin: r.safety_margin, multipleOf: r.multiple_of, catalog: gpus });
     try {
       for (;;) {
         await pause(r.id);

@@ -1,7 +1,6 @@
 /** Every answer says what it assumes and how confident memplan is, as ids in --json and briefly in the text (issue 13). */
 import { describe, expect, it } from 'vitest';
-import { gpuListSchema } from '../../engine/index.ts';
-import { caveatsSchema } from '../../cli/caveats.ts';
+import { caveatsSchema, gpuListSchema } from '../../engine/index.ts';
 import { json, memplan } from './support.ts';
 
 const mlp = 'examples/mlp-fp16.plan.json';

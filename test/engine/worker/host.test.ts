@@ -122,6 +122,40 @@ describe('engine worker host', () => {
     expect(answers).toEqual([expect.objectContaining({ kind: 'error', id: 10 })]);
   });
 
+  it('a plan that fits nowhere: the result says what batch 1 needs and on which catalog GPUs it fits, as the CLI does', async () => {
+    const { host, answers, post } = setup();
+    const llama = JSON.parse(readFileSync(new URL('../../../examples/llama-3-8b-bf16.plan.json', import.meta.url), 'utf8')) as Record<string, unknown>;
+    await host.handle({ kind: 'max_batch', id: 16, plan: { ...llama, gpu: { name: 'rtx-4090' } } }, post);
+    const last = answers.at(-1)!;
+    if (last.kind !== 'max_batch_result') throw new Error(`expected max_batch_result, got ${last.kind}`);
+    const r = last.result;
+    expect(r.max_batch).toBe(0);
+    expect(r.needed!.peak_reserved_bytes).toBeGreaterThan(r.cap_bytes);
+    const ids = r.needed!.fits_on.map((g) => g.id);
+    // Llama 3 8B with fused AdamW needs about 61 GiB at batch 1: the 80 GB class and larger, not the 24 GB cards
+    expect(ids).toEqual(expect.arrayContaining(['h100-sxm', 'h200', 'a100-80gb']));
+    expect(ids).not.toContain('rtx-4090');
+    expect(ids).not.toContain('a100-40gb');
+    for (const g of r.needed!.fits_on) {
+      const entry = catalog.gpus.find((c) => c.id === g.id)!;
+      expect(g.available_bytes).toBe(entry.total_memory_bytes - entry.non_pytorch_bytes);
+      expect(g.available_bytes).toBeGreaterThanOrEqual(r.needed!.peak_reserved_bytes);
+    }
+  });
+
+  it('simulate and max-batch results carry what they assume and how confident memplan is', async () => {
+    const { host, answers, post } = setup();
+    await host.handle({ kind: 'simulate', id: 17, plan: { ...mlp, gpu: { name: 'a100-40gb' } } }, post);
+    await host.handle({ kind: 'max_batch', id: 18, plan: { ...mlp, gpu: { memory_limit_bytes: 2 ** 31 } } }, post);
+    const sim = answers.find((a) => a.kind === 'simulate_result');
+    const mb = answers.find((a) => a.kind === 'max_batch_result');
+    if (sim?.kind !== 'simulate_result' || mb?.kind !== 'max_batch_result') throw new Error('expected both results');
+    expect(sim.result.caveats!.confidence).toBe('medium');
+    expect(sim.result.caveats!.items).toContainEqual({ id: 'workspaces_from_h100', gpu: 'a100-40gb' });
+    expect(mb.result.caveats!.confidence).toBe('high');
+    expect(mb.result.caveats!.items).toContainEqual({ id: 'calibrated_gpu', gpu: 'h100-sxm' });
+  });
+
   it('fetches the convolution table only for a plan that has convolutions, once', async () => {
     let fetched = 0;
     const host = createEngineHost({ catalog, convTable: async () => (fetched++, convTable()) });

@@ -1,0 +1,98 @@
+/**
+ * What an answer of `simulate` or `max-batch` assumes, and how sure memplan is of it: ids with parameters, carried
+ * by the results (`caveats`) so that the CLI (cli/caveats.ts words them in English) and the app (renderer/src/
+ * results/Caveats.svelte, in every locale) say the same thing. Pure: computed from the plan and the GPU simulated.
+ *
+ * The grounds are the repository's evidence: the H100 SXM is where the calibration runs and the boundary suite
+ * were recorded (test/fixtures/calibration, test/fixtures/boundary-suite) and the library workspaces were measured
+ * (resources/cudnn-workspaces-h100.json.gz, test/engine/ops/attention.test.ts); every other GPU's figures carry
+ * the catalog's evidence (resources/gpus.json `total_memory_source`, `non_pytorch_source`); docs/engine.md's known
+ * gaps name the settings whose numbers are known to differ.
+ */
+import { z } from 'zod';
+import type { Evidence, GpuSpec } from '../gpu/catalog.ts';
+import type { Plan } from '../plan/schema.ts';
+
+/** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */
+const evidenceKind = z.enum(['measured', 'derived', 'unconfirmed', 'unknown']);
+
+export const caveatSchema = z.discriminatedUnion('id', [
+  /** Parameters created in their training dtype on the CPU, then moved with .to("cuda") (docs/plan-format.md). */
+  z.object({ id: z.literal('parameters_loaded_in_training_dtype') }),
+  /** forward, loss / accumulation steps, backward; optimizer.step(); zero_grad(set_to_none=True). */
+  z.object({ id: z.literal('standard_step'), grad_accumulation_steps: z.number().int().positive() }),
+  /** Nothing cached by earlier work in the process (a search in one process can differ by a batch or two). */
+  z.object({ id: z.literal('fresh_process') }),
+  /** Steps simulated until the allocator's state repeats (optimizer state exists from step 1). */
+  z.object({ id: z.literal('steady_state') }),
+  /** The GPU the calibration runs were recorded on. */
+  z.object({ id: z.literal('calibrated_gpu'), gpu: z.string() }),
+  /** Library workspaces (cuBLAS, cuDNN convolution and attention) are the H100's measurements. */
+  z.object({ id: z.literal('workspaces_from_h100'), gpu: z.string() }),
+  /** The catalog's figures for this GPU that were not measured on it. */
+  z.object({ id: z.literal('gpu_figures_not_measured'), gpu: z.string(), total_memory: evidenceKind, non_pytorch: evidenceKind }),
+  /** A custom GPU described by a cap larger than the default GPU: the H100's other figures. */
+  z.object({ id: z.literal('custom_gpu') }),
+  /** amp_fp16: every step updates; a real run whose first steps overflow can fit a little more. */
+  z.object({ id: z.literal('grad_scaler_steps_update') }),
+  /** A known gap of docs/engine.md for this plan. */
+  z.object({ id: z.literal('known_gap'), gap: z.enum(['vit_reentrant_checkpointing']) }),
+]);
+
+export const CONFIDENCE_LEVELS = ['high', 'medium', 'low'] as const;
+
+export const caveatsSchema = z.object({
+  /** high: the calibrated GPU and no known gap; medium: figures carried over from it; low: not measured at all (ROCm). */
+  confidence: z.enum(CONFIDENCE_LEVELS),
+  items: z.array(caveatSchema),
+});
+
+export type Caveat = z.output<typeof caveatSchema>;
+export type CaveatId = Caveat['id'];
+export type Caveats = z.output<typeof caveatsSchema>;
+export type Confidence = Caveats['confidence'];
+
+/** The GPU the calibration runs, the boundary suite and the workspace tables were recorded on. */
+export const CALIBRATED_GPU = 'h100-sxm';
+
+/**
+ * The GPU as caveatsFor needs it: a catalog entry (an engine `Device`) carries its evidence; a device built by
+ * hand (tests, benches) has none, and its figures count as not measured.
+ */
+export type CaveatDevice = Pick<GpuSpec, 'name' | 'vendor'> & { id?: string; total_memory_source?: Evidence; non_pytorch_source?: Evidence };
+
+/** What a simulation of `plan` on `device` assumes, and how sure memplan is. */
+export function caveatsFor(plan: Plan, device: CaveatDevice): Caveats {
+  const items: Caveat[] = [
+    { id: 'parameters_loaded_in_training_dtype' },
+    { id: 'standard_step', grad_accumulation_steps: plan.training.grad_accumulation_steps },
+    { id: 'fresh_process' },
+    { id: 'steady_state' },
+  ];
+  let confidence: Confidence = 'high';
+  const lower = (to: Confidence) => {
+    if (CONFIDENCE_LEVELS.indexOf(to) > CONFIDENCE_LEVELS.indexOf(confidence)) confidence = to;
+  };
+  if (device.id === 'custom') {
+    items.push({ id: 'custom_gpu' });
+    lower('medium');
+  } else if (device.id === CALIBRATED_GPU) {
+    items.push({ id: 'calibrated_gpu', gpu: device.id });
+  } else {
+    const gpu = device.id ?? device.name;
+    items.push({ id: 'workspaces_from_h100', gpu });
+    const total = device.total_memory_source?.kind ?? 'unknown';
+    const outside = device.non_pytorch_source?.kind ?? 'unknown';
+    if (total !== 'measured' || outside !== 'measured') items.push({ id: 'gpu_figures_not_measured', gpu, total_memory: total, non_pytorch: outside });
+    // ROCm: no run of memplan's was ever recorded on an AMD GPU.
+    lower(device.vendor === 'amd' ? 'low' : 'medium');
+  }
+  if (plan.training.precision === 'amp_fp16' && plan.training.grad_scaler_skipped_steps === 0) items.push({ id: 'grad_scaler_steps_update' });
+  const model = plan.model;
+  const vit = ('torchvision' in model && model.torchvision.startsWith('vit')) || ('preset' in model && model.preset.startsWith('vit'));
+  if (vit && plan.training.activation_checkpointing === 'reentrant') {
+    items.push({ id: 'known_gap', gap: 'vit_reentrant_checkpointing' });
+    lower('medium');
+  }
+  return { confidence, items };
+}
