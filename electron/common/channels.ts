@@ -29,6 +29,7 @@ export const INVOKE_CHANNELS = [
   'snapshots:get',
   'snapshots:detach',
   'app:info',
+  'app:setLocale',
 ] as const;
 
 export type InvokeChannel = (typeof INVOKE_CHANNELS)[number];
@@ -55,6 +56,9 @@ export const MENU_COMMANDS = [
   'import-hf-config',
   'open-snapshot',
   'toggle-theme',
+  'locale-system',
+  'locale-en',
+  'locale-zh-CN',
 ] as const;
 
 export type MenuCommand = (typeof MENU_COMMANDS)[number];

@@ -126,6 +126,12 @@ export const storageNoticeSchema = z.discriminatedUnion('id', [
   z.object({ id: z.literal('rows_damaged'), count: z.number().int().positive() }),
 ]);
 
+/** The languages the interface speaks (renderer/src/i18n), and what the user chose: one of them or the system's. */
+export const MENU_LOCALES = ['en', 'zh-CN'] as const;
+export type MenuLocale = (typeof MENU_LOCALES)[number];
+export const LOCALE_CHOICES = ['system', ...MENU_LOCALES] as const;
+export type LocaleChoice = (typeof LOCALE_CHOICES)[number];
+
 export const appInfoSchema = z.object({
   name: z.string(),
   version: z.string(),
@@ -137,6 +143,22 @@ export const appInfoSchema = z.object({
   database_path: z.string(),
   notices: z.array(storageNoticeSchema),
 });
+
+/** A file name the renderer suggests or names (an export, a report's image): no folder, nothing a file system refuses. */
+export const fileNameSchema = z
+  .string({ error: 'must be text' })
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^[^/\\:*?"<>|\u0000-\u001f]+$/, 'must be a file name, without a folder')
+  .refine((name) => name !== '.' && name !== '..', 'must be a file name, without a folder');
+
+const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** PNG bytes (the signature checked: a report's images are charts, nothing else is written beside it). */
+export const pngBytesSchema = z
+  .instanceof(ArrayBuffer, { error: 'must be the bytes of a PNG image' })
+  .refine((bytes) => bytes.byteLength <= MAX_IMAGE_BYTES, `must be at most ${MAX_IMAGE_BYTES} bytes`)
+  .refine((bytes) => bytes.byteLength > 8 && PNG_SIGNATURE.every((b, i) => new Uint8Array(bytes, 0, 8)[i] === b), 'must be a PNG image');
 
 // Comparisons: 2 to 4 saved plans side by side, in the order chosen (the first is the one the others are measured against).
 export const MIN_COMPARED_PLANS = 2;
@@ -210,22 +232,6 @@ export const snapshotRecordSchema = snapshotSummarySchema.extend({
   result: resultJsonSchema.nullable(),
 });
 
-/** A file name the renderer suggests or names (an export, a report's image): no folder, nothing a file system refuses. */
-export const fileNameSchema = z
-  .string({ error: 'must be text' })
-  .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters')
-  .regex(/^[^/\\:*?"<>|\u0000-\u001f]+$/, 'must be a file name, without a folder')
-  .refine((name) => name !== '.' && name !== '..', 'must be a file name, without a folder');
-
-const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
-
-/** PNG bytes (the signature checked: a report's images are charts, nothing else is written beside it). */
-export const pngBytesSchema = z
-  .instanceof(ArrayBuffer, { error: 'must be the bytes of a PNG image' })
-  .refine((bytes) => bytes.byteLength <= MAX_IMAGE_BYTES, `must be at most ${MAX_IMAGE_BYTES} bytes`)
-  .refine((bytes) => bytes.byteLength > 8 && PNG_SIGNATURE.every((b, i) => new Uint8Array(bytes, 0, 8)[i] === b), 'must be a PNG image');
-
 const noArgs = z.strictObject({}).optional();
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -283,6 +289,33 @@ export const contract = {
     }),
     result: z.object({ name: z.string() }).nullable(),
   },
+  /** A native save dialog, then writes the PNG `bytes` (a chart); null when the user cancels. */
+  'files:saveBytes': {
+    args: z.strictObject({
+      suggested_name: fileNameSchema,
+      bytes: pngBytesSchema,
+      filters: z.array(fileFilterSchema).max(10).default([]),
+    }),
+    result: z.object({ name: z.string() }).nullable(),
+  },
+  /**
+   * A report: a native save dialog for the Markdown file, then writes `text` (UTF-8) there and each image beside
+   * it, in the same folder, under its own name (the Markdown links them by those names); null on cancel. `images`
+   * in the answer are the names written.
+   */
+  'files:saveReport': {
+    args: z
+      .strictObject({
+        suggested_name: fileNameSchema,
+        text: z.string({ error: 'must be text' }).max(MAX_TEXT_FILE_BYTES, `must be at most ${MAX_TEXT_FILE_BYTES} characters`),
+        images: z
+          .array(z.strictObject({ name: fileNameSchema.regex(/\.png$/i, 'must end in .png'), bytes: pngBytesSchema }))
+          .max(MAX_REPORT_IMAGES, `must be at most ${MAX_REPORT_IMAGES} images`)
+          .default([]),
+      })
+      .refine((args) => new Set(args.images.map((i) => i.name.toLowerCase())).size === args.images.length, { path: ['images'], message: 'must have different names' }),
+    result: z.object({ name: z.string(), images: z.array(z.string()) }).nullable(),
+  },
   /** Saved comparisons, newest first; deleted ones left out. */
   'comparisons:list': { args: noArgs, result: comparisonListSchema },
   /** One comparison with each of its plans as it is now (and whether it changed since); null if there is none. */
@@ -319,34 +352,9 @@ export const contract = {
   'snapshots:get': { args: z.strictObject({ id: snapshotIdSchema }), result: snapshotRecordSchema.nullable() },
   /** Removes the attachment (the plan stays). */
   'snapshots:detach': { args: z.strictObject({ id: snapshotIdSchema }), result: z.object({ id: snapshotIdSchema }) },
-  /** A native save dialog, then writes the PNG `bytes` (a chart); null when the user cancels. */
-  'files:saveBytes': {
-    args: z.strictObject({
-      suggested_name: fileNameSchema,
-      bytes: pngBytesSchema,
-      filters: z.array(fileFilterSchema).max(10).default([]),
-    }),
-    result: z.object({ name: z.string() }).nullable(),
-  },
-  /**
-   * A report: a native save dialog for the Markdown file, then writes `text` (UTF-8) there and each image beside
-   * it, in the same folder, under its own name (the Markdown links them by those names); null on cancel. `images`
-   * in the answer are the names written.
-   */
-  'files:saveReport': {
-    args: z
-      .strictObject({
-        suggested_name: fileNameSchema,
-        text: z.string({ error: 'must be text' }).max(MAX_TEXT_FILE_BYTES, `must be at most ${MAX_TEXT_FILE_BYTES} characters`),
-        images: z
-          .array(z.strictObject({ name: fileNameSchema.regex(/\.png$/i, 'must end in .png'), bytes: pngBytesSchema }))
-          .max(MAX_REPORT_IMAGES, `must be at most ${MAX_REPORT_IMAGES} images`)
-          .default([]),
-      })
-      .refine((args) => new Set(args.images.map((i) => i.name.toLowerCase())).size === args.images.length, { path: ['images'], message: 'must have different names' }),
-    result: z.object({ name: z.string(), images: z.array(z.string()) }).nullable(),
-  },
   'app:info': { args: noArgs, result: appInfoSchema },
+  /** The interface's language (`locale`) and the user's choice (`choice`): the application menu is rebuilt in it. */
+  'app:setLocale': { args: z.strictObject({ locale: z.enum(MENU_LOCALES), choice: z.enum(LOCALE_CHOICES) }), result: z.null() },
 } as const satisfies Record<InvokeChannel, { args: z.ZodType; result: z.ZodType }>;
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -75,8 +75,18 @@ if (!setupSingleInstance()) {
     setupSecurity();
     setupProtocol(RENDERER_DIR);
     const storage = setupStorage();
-    setupIpc(createHandlers({ plans: storage.plans, comparisons: storage.comparisons, snapshots: storage.snapshots, dialogs: electronDialogs, info: () => appInfo(storage) }), isTrustedSender);
-    setupMenu({ isDev: !app.isPackaged });
+    const menu = setupMenu({ isDev: !app.isPackaged });
+    setupIpc(
+      createHandlers({
+        plans: storage.plans,
+        comparisons: storage.comparisons,
+        snapshots: storage.snapshots,
+        dialogs: electronDialogs,
+        info: () => appInfo(storage),
+        setMenuLocale: menu.setLocale,
+      }),
+      isTrustedSender,
+    );
     setupLifecycle(storage);
     const window = openWindow();
     // After the window's own ready-to-show listener (window.ts) has shown it: a dialog needs a visible parent.

@@ -6,16 +6,22 @@
  */
 import type { MenuItemConstructorOptions } from 'electron';
 import type { MenuCommand } from '../common/channels.ts';
+import type { LocaleChoice, MenuLocale } from '../common/ipc.ts';
+import { LANGUAGE_NAMES, MENU_WORDS } from './menu-words.ts';
 
 export interface MenuContext {
   isMac: boolean;
   /** Development build: View has Reload and the developer tools. */
   isDev: boolean;
+  /** The interface's language (the menu speaks it) and the user's choice (checked under View > Language). */
+  locale: MenuLocale;
+  localeChoice: LocaleChoice;
   send(command: MenuCommand): void;
   openDataFolder(): void;
 }
 
-export function menuTemplate({ isMac, isDev, send, openDataFolder }: MenuContext): MenuItemConstructorOptions[] {
+export function menuTemplate({ isMac, isDev, locale, localeChoice, send, openDataFolder }: MenuContext): MenuItemConstructorOptions[] {
+  const w = MENU_WORDS[locale];
   const command = (label: string, id: MenuCommand, accelerator?: string, rendererOwnsKey = false): MenuItemConstructorOptions => ({
     id,
     label,
@@ -23,46 +29,54 @@ export function menuTemplate({ isMac, isDev, send, openDataFolder }: MenuContext
     ...(accelerator ? { accelerator, registerAccelerator: !rendererOwnsKey } : {}),
   });
   const separator: MenuItemConstructorOptions = { type: 'separator' };
+  const language = (choice: LocaleChoice, label: string): MenuItemConstructorOptions => ({
+    id: `locale-${choice}`,
+    label,
+    type: 'radio',
+    checked: choice === localeChoice,
+    click: () => send(`locale-${choice}`),
+  });
   return [
     ...(isMac ? [{ role: 'appMenu' } as MenuItemConstructorOptions] : []),
     {
-      label: '&File',
+      label: w.file,
       submenu: [
-        command('New Plan', 'new', 'CmdOrCtrl+N', true),
-        command('Open Plan File…', 'open-plan', 'CmdOrCtrl+O'),
+        command(w.newPlan, 'new', 'CmdOrCtrl+N', true),
+        command(w.openPlan, 'open-plan', 'CmdOrCtrl+O'),
         separator,
-        command('Save', 'save', 'CmdOrCtrl+S', true),
-        command('Save As…', 'save-as', 'CmdOrCtrl+Shift+S', true),
+        command(w.save, 'save', 'CmdOrCtrl+S', true),
+        command(w.saveAs, 'save-as', 'CmdOrCtrl+Shift+S', true),
         {
-          label: 'Export',
+          label: w.export,
           submenu: [
-            command('Plan File (JSON)…', 'export-plan', 'CmdOrCtrl+E'),
-            command('Timeline (CSV)…', 'export-timeline-csv'),
-            command('Chart (PNG)…', 'export-chart-png'),
-            command('Report (Markdown)…', 'export-report'),
+            command(w.exportPlan, 'export-plan', 'CmdOrCtrl+E'),
+            command(w.exportTimelineCsv, 'export-timeline-csv'),
+            command(w.exportChartPng, 'export-chart-png'),
+            command(w.exportReport, 'export-report'),
           ],
         },
         separator,
-        command('Import config.json…', 'import-hf-config', 'CmdOrCtrl+I'),
-        command('Open Memory Snapshot…', 'open-snapshot', 'CmdOrCtrl+Shift+O'),
+        command(w.importHfConfig, 'import-hf-config', 'CmdOrCtrl+I'),
+        command(w.openSnapshot, 'open-snapshot', 'CmdOrCtrl+Shift+O'),
         ...(isMac ? [] : [separator, { role: 'quit' } as MenuItemConstructorOptions]),
       ],
     },
     { role: 'editMenu' },
     {
-      label: '&Plan',
+      label: w.plan,
       submenu: [
-        command('Simulate', 'simulate', 'CmdOrCtrl+Enter', true),
-        command('Find Max Batch', 'max-batch', 'CmdOrCtrl+B', true),
+        command(w.simulate, 'simulate', 'CmdOrCtrl+Enter', true),
+        command(w.maxBatch, 'max-batch', 'CmdOrCtrl+B', true),
         separator,
-        command('Search Saved Plans', 'search', 'CmdOrCtrl+F', true),
+        command(w.search, 'search', 'CmdOrCtrl+F', true),
       ],
     },
     {
-      label: '&View',
+      label: w.view,
       submenu: [
         ...(isDev ? [{ role: 'reload' }, { role: 'forceReload' }, { role: 'toggleDevTools' }, separator] : []),
-        command('Toggle Dark Theme', 'toggle-theme'),
+        command(w.toggleTheme, 'toggle-theme'),
+        { label: w.language, submenu: [language('system', w.languageSystem), separator, language('en', LANGUAGE_NAMES.en), language('zh-CN', LANGUAGE_NAMES['zh-CN'])] },
         separator,
         { role: 'resetZoom' },
         { role: 'zoomIn' },
@@ -74,8 +88,8 @@ export function menuTemplate({ isMac, isDev, send, openDataFolder }: MenuContext
     ...(isMac ? [{ role: 'windowMenu' } as MenuItemConstructorOptions] : []),
     {
       role: 'help',
-      label: '&Help',
-      submenu: [{ label: 'Open Data Folder', click: () => openDataFolder() }, ...(isMac ? [] : [separator, { role: 'about' } as MenuItemConstructorOptions])],
+      label: w.help,
+      submenu: [{ label: w.openDataFolder, click: () => openDataFolder() }, ...(isMac ? [] : [separator, { role: 'about' } as MenuItemConstructorOptions])],
     },
   ];
 }

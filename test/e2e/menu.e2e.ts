@@ -45,4 +45,21 @@ describe('menu commands', () => {
     await expect.poll(() => page.evaluate(() => document.documentElement.dataset.theme ?? 'system')).not.toBe(before);
     expect(app.errors).toEqual([]);
   });
+
+  test('the language is chosen from the menu, remembered, and the menu follows it', async () => {
+    const { page } = app;
+    // The page reports its language as it starts: English here, the system's, nothing chosen.
+    await expect.poll(() => bridge.menuLocale).toEqual({ locale: 'en', choice: 'system' });
+    bridge.sendMenuCommand('locale-zh-CN');
+    await expect.poll(() => page.locator('#tab-model').textContent()).toContain('模型');
+    await expect.poll(() => bridge.menuLocale).toEqual({ locale: 'zh-CN', choice: 'zh-CN' });
+    await page.reload();
+    await page.locator('#plan-title').waitFor();
+    expect(await page.locator('#tab-model').textContent()).toContain('模型');
+    await expect.poll(() => bridge.menuLocale).toEqual({ locale: 'zh-CN', choice: 'zh-CN' });
+    bridge.sendMenuCommand('locale-system');
+    await expect.poll(() => page.locator('#tab-model').textContent()).toContain('Model');
+    await expect.poll(() => bridge.menuLocale).toEqual({ locale: 'en', choice: 'system' });
+    expect(app.errors).toEqual([]);
+  });
 });

@@ -3,7 +3,7 @@
  * (ipc.ts) and the e2e test bridge (test/e2e/support/bridge.ts). No Electron import: the dialogs are an interface,
  * implemented with Electron's native dialogs in electron/main/dialogs.ts and with a queue in the bridge.
  */
-import type { AppInfo, ChannelResult, FileFilter, Handlers } from '../../common/ipc.ts';
+import type { AppInfo, ChannelResult, FileFilter, Handlers, LocaleChoice, MenuLocale } from '../../common/ipc.ts';
 import type { ComparisonStore } from '../storage/comparison-store.ts';
 import type { PlanStore } from '../storage/plan-store.ts';
 import type { SnapshotStore } from '../storage/snapshot-store.ts';
@@ -27,9 +27,11 @@ export interface HandlerContext {
   snapshots: SnapshotStore;
   dialogs: Dialogs;
   info: () => AppInfo;
+  /** Rebuilds the application menu in the interface's language (the test bridge records it). */
+  setMenuLocale?: (locale: MenuLocale, choice: LocaleChoice) => void;
 }
 
-export function createHandlers({ plans, comparisons, snapshots, dialogs, info }: HandlerContext): Handlers {
+export function createHandlers({ plans, comparisons, snapshots, dialogs, info, setMenuLocale }: HandlerContext): Handlers {
   return {
     'plans:list': ({ query }) => plans.list(query),
     'plans:get': ({ id }) => plans.get(id),
@@ -52,5 +54,9 @@ export function createHandlers({ plans, comparisons, snapshots, dialogs, info }:
     'snapshots:get': ({ id }) => snapshots.get(id),
     'snapshots:detach': ({ id }) => snapshots.detach(id),
     'app:info': () => info(),
+    'app:setLocale': ({ locale, choice }) => {
+      setMenuLocale?.(locale, choice);
+      return null;
+    },
   };
 }

@@ -76,6 +76,8 @@ export interface Bridge {
   readonly dialogsShown: { kind: 'openText' | 'openBytes' | 'saveText' | 'saveBytes' | 'saveReport'; purpose: string }[];
   /** Sends an application-menu command to the page (queued until the page listens). */
   sendMenuCommand(command: MenuCommand): void;
+  /** The application menu's language and checked choice, as the page last reported them (app.setLocale); null before. */
+  readonly menuLocale: { locale: string; choice: string } | null;
   /** Every IPC call answered, in order (for assertions: `calls.filter((c) => c.channel === 'plans:save')`). */
   readonly calls: { channel: string; ok: boolean; message?: string }[];
   /** The storage the handlers use (to seed or inspect plans directly). */
@@ -118,6 +120,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const savedReports: Bridge['savedReports'] = [];
   const dialogsShown: Bridge['dialogsShown'] = [];
   const calls: Bridge['calls'] = [];
+  let menuLocale: Bridge['menuLocale'] = null;
   const menuClients = new Set<ServerResponse>();
   const pendingCommands: MenuCommand[] = [];
   let origin = '';
@@ -168,7 +171,14 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     database_path: dbPath,
     notices,
   });
-  const handlers = createHandlers({ plans: storage.plans, comparisons: storage.comparisons, snapshots: storage.snapshots, dialogs, info });
+  const handlers = createHandlers({
+    plans: storage.plans,
+    comparisons: storage.comparisons,
+    snapshots: storage.snapshots,
+    dialogs,
+    info,
+    setMenuLocale: (locale, choice) => (menuLocale = { locale, choice }),
+  });
   const isTrustedSender = (url: string | undefined) => url === origin;
 
   async function answerIpc(request: IncomingMessage, response: ServerResponse, channel: string): Promise<void> {
@@ -239,6 +249,9 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       for (const client of menuClients) client.write(`data: ${JSON.stringify(command)}\n\n`);
     },
     calls,
+    get menuLocale() {
+      return menuLocale;
+    },
     storage,
     async close() {
       for (const client of menuClients) client.end();

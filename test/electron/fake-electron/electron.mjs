@@ -29,6 +29,7 @@ export const app = {
     if (name === 'userData') state.userData = value;
   },
   getVersion: () => '0.1.0',
+  getLocale: () => 'en-US',
   getName: () => 'memplan',
   requestSingleInstanceLock: () => true,
   on(event, listener) {

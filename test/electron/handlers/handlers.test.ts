@@ -22,7 +22,11 @@ let value: <C extends InvokeChannel>(channel: C, args?: unknown) => Promise<Chan
 const opened: string[] = [];
 const saved: { name: string; bytes: number }[] = [];
 
+/** What app.setLocale asked the menu to speak, in order. */
+let menuLocales: [string, string][] = [];
+
 beforeEach(() => {
+  menuLocales = [];
   clock = Date.parse('2026-11-24T03:00:00.000Z');
   storage = openStorage(join(tempDir(), 'plans.sqlite'), { now: () => new Date((clock += 1000)) });
   const dialogs: Dialogs = {
@@ -38,6 +42,7 @@ beforeEach(() => {
     snapshots: storage.snapshots,
     dialogs,
     info: () => ({ name: 'memplan', version: '0.1.0', electron_version: null, platform: 'linux', data_dir: '/d', database_path: '/d/plans.sqlite', notices: [] }),
+    setMenuLocale: (locale, choice) => menuLocales.push([locale, choice]),
   });
   call = (channel, args, sender = APP_PAGE) => dispatch(handlers, channel, args, { url: sender ?? undefined }, isAppUrl) as never;
   value = async (channel, args) => {
@@ -262,5 +267,15 @@ describe('files and app', () => {
   it('app.info takes no arguments', async () => {
     expect(await value('app:info')).toMatchObject({ name: 'memplan', database_path: '/d/plans.sqlite', notices: [] });
     expect(await call('app:info', { extra: 1 })).toMatchObject({ ok: false, error: { code: 'invalid_args' } });
+  });
+
+  it('app.setLocale rebuilds the menu in one of the interface’s languages, and refuses others by field', async () => {
+    expect(await value('app:setLocale', { locale: 'zh-CN', choice: 'system' })).toBeNull();
+    expect(menuLocales).toEqual([['zh-CN', 'system']]);
+    const refused = await call('app:setLocale', { locale: 'fr', choice: 'fr' });
+    expect(refused).toMatchObject({ ok: false, error: { code: 'invalid_args' } });
+    expect(refused.ok ? '' : refused.error.message).toMatch(/locale/);
+    expect(await call('app:setLocale', { locale: 'en' })).toMatchObject({ ok: false, error: { code: 'invalid_args' } });
+    expect(menuLocales).toHaveLength(1);
   });
 });
