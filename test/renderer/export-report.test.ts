@@ -13,6 +13,11 @@ import type { SimulateResult } from '../../engine/result/index.ts';
 import { comparisonReport } from '../../renderer/src/export/comparison-report.ts';
 import { planReport } from '../../renderer/src/export/report.ts';
 import { formatBytes, formatPercent } from '../../renderer/src/charts/units.ts';
+import { differingSettings, planSettings as planSettingsOf, SETTING_KEYS, type SettingKey } from '../../engine/compare/settings.ts';
+import type { Plan } from '../../engine/plan/schema.ts';
+import { settingLabel, settingValueText } from '../../renderer/src/compare/words.ts';
+import { catalogues } from '../../renderer/src/i18n/index.ts';
+import { escapeText } from '../../renderer/src/export/markdown.ts';
 
 const root = new URL('../../', import.meta.url);
 const catalog = parseGpuCatalog(JSON.parse(readFileSync(new URL('resources/gpus.json', root), 'utf8')));
@@ -23,6 +28,13 @@ function run(batch: number, extra: Record<string, unknown> = {}): { plan: Record
   const parsed = safeParsePlan(json, { catalog });
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
   return { plan: JSON.parse(JSON.stringify(parsed.plan)) as Record<string, unknown>, result: simulate(parsed.plan, { device: planGpu(parsed.plan, catalog) }) };
+}
+
+/** A plan file as the reports get it, parsed again (the engine's Plan). */
+function planOf(json: Record<string, unknown>): Plan {
+  const parsed = safeParsePlan(json, { catalog });
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+  return parsed.plan;
 }
 
 const a = run(4);
@@ -99,11 +111,21 @@ describe('a plan’s report', () => {
 
   it('has the settings table with the plan’s values, defaults filled in', () => {
     const settings = tables(prose(md)).find((t) => t.header[0] === 'Setting')!;
-    const value = (key: string) => settings.rows.find((r) => r[0] === `\`${key}\``)?.[1];
+    // The compare view's rows and words (engine/compare/settings.ts, compare/words.ts): one row per setting.
+    expect(settings.rows.map((r) => r[0])).toEqual(SETTING_KEYS.map((k) => escapeText(settingLabel(catalogues.en, k))));
+    const value = (key: SettingKey) => settings.rows[SETTING_KEYS.indexOf(key)]?.[1];
     expect(value('training.batch_size')).toBe('4');
     expect(value('training.precision')).toBe('amp\\_bf16');
-    expect(value('training.optimizer')).toBe('adamw');
-    expect(value('model.hf_config.n_layer')).toBe('12');
+    expect(value('training.optimizer')).toBe('AdamW');
+    // left out of the plan file, written out: the defaults
+    expect(value('training.optimizer_impl')).toBe('foreach (default)');
+    expect(value('model')).toBe(escapeText(settingValueText(catalogues.en, 'model', planSettingsOf(planOf(a.plan))[0]!.value, 'en')));
+  });
+
+  it('says so when the plan does not parse, instead of a settings table', () => {
+    const broken = planReport({ name: 'x', plan: { format: 'memplan.plan', version: 1, model: { preset: 'nope' } }, simulation: null, locale: 'en', generatedAt: AT });
+    expect(broken).toContain('cannot be listed here');
+    expect(tables(prose(broken)).find((t) => t.header[0] === 'Setting')).toBeUndefined();
   });
 
   it('has the three peaks in bytes, exactly the result’s', () => {
@@ -155,8 +177,10 @@ describe('a comparison’s report', () => {
 
   it('lists only the settings that differ, and counts the others', () => {
     const settings = tables(prose(md)).find((t) => t.header[0] === 'Setting')!;
-    expect(settings.rows.map((r) => r[0])).toEqual(['`training.batch_size`', '`training.activation_checkpointing`']);
+    expect(settings.rows.map((r) => r[0])).toEqual(['Batch size', 'Activation checkpointing']);
     expect(settings.rows[0]!.slice(1)).toEqual(['4', '8', '8']);
+    // the plans differ in exactly the settings the compare view and the attribution find
+    expect(differingSettings(planOf(a.plan), planOf(c.plan))).toEqual(['training.batch_size', 'training.activation_checkpointing']);
     expect(md).toMatch(/\d+ other settings are the same in every plan\./);
   });
 

@@ -3,7 +3,7 @@
  * "Activation checkpointing: Off → Non-reentrant", and the "what changed" sentence built from the engine's
  * attribution (engine/compare/attribution.ts: ids and numbers, never sentences).
  */
-import catalog from '../../../resources/gpus.json';
+import catalog from '../../../resources/gpus.json' with { type: 'json' };
 import type { Attribution, ChangeEffect, SettingKey, SettingValue } from '../../../engine/index.ts';
 import type { Locale, Messages } from '../i18n/index.ts';
 import { formatBytes } from '../charts/units.ts';

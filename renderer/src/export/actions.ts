@@ -42,7 +42,7 @@ function chartCanvas(which: 'timeline' | 'batch_curve' | 'any'): HTMLCanvasEleme
   return document.querySelector<HTMLCanvasElement>(selector);
 }
 
-/** FNV-1a of bytes as 8 hex digits (settings.ts `fingerprint`, for bytes). */
+/** FNV-1a of bytes as 8 hex digits: a short fingerprint for an image's file name. */
 function fingerprintBytes(bytes: Uint8Array): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);

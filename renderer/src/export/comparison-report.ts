@@ -9,7 +9,7 @@ import type { MaxBatchResult, SimulateResult } from '../../../engine/result/inde
 import type { Locale } from '../i18n/types.ts';
 import { CATEGORIES } from '../charts/categories.ts';
 import { categoryName } from '../results/words.ts';
-import { bold, bulletList, code, document, escapeText, heading, image, raw, table, type Inline } from './markdown.ts';
+import { bold, bulletList, document, escapeText, heading, image, raw, table, type Inline } from './markdown.ts';
 import { settingsSideBySide } from './settings.ts';
 import { reportWords, type ReportImage, type ReportWords } from './words.ts';
 
@@ -61,7 +61,7 @@ export function comparisonReport(input: ComparisonReportInput): string {
   const header: Inline[] = [w.x.xQuantity, ...plans.map((p, i) => raw(`${i + 1}. ${escapeText(p.name)}`))];
   const align = ['left' as const, ...plans.map(() => 'right' as const)];
 
-  const settings = settingsSideBySide(plans.map((p) => p.plan));
+  const settings = settingsSideBySide(plans.map((p) => p.plan), input.locale);
   const differing = settings.filter((s) => s.differs);
   const same = settings.length - differing.length;
 
@@ -112,7 +112,7 @@ export function comparisonReport(input: ComparisonReportInput): string {
     plans.map((p, i) => `${i + 1}. ${escapeText(p.name).replace(/ {2}\n/g, ' ')}${statusNote(w, p) ? ` (${escapeText(statusNote(w, p)!)})` : ''}`).join('\n'),
 
     heading(2, w.x.xSettings),
-    differing.length > 0 ? table([w.x.xSetting, ...header.slice(1)], differing.map((s) => [code(s.key), ...s.values.map((v) => v ?? w.x.xNotSet)])) : null,
+    differing.length > 0 ? table([w.x.xSetting, ...header.slice(1)], differing.map((s) => [s.label, ...s.values.map((v) => v ?? w.x.xNotSet)])) : null,
     same > 0 ? escapeText(w.x.xSameSettings(same)) : null,
 
     heading(2, w.x.xMemory),

@@ -88,6 +88,13 @@ export function adviceTable(w: ReportWords, items: readonly AdviceItem[]): strin
   return table(header, rows, ['left', 'left', 'right', 'right', 'left', 'right']);
 }
 
+/** The plan's settings as the compare view names them; a plan that does not parse says so (its JSON export has it). */
+function settingsTable(w: ReportWords, plan: unknown): string {
+  const rows = planSettings(plan, w.locale);
+  if (rows === null) return escapeText(w.x.xSettingsUnreadable);
+  return table([w.x.xSetting, w.x.xValue], rows.map((r) => [r.label, r.value]));
+}
+
 export function planReport(input: PlanReportInput): string {
   const w = reportWords(input.locale);
   const s = input.simulation;
@@ -99,7 +106,7 @@ export function planReport(input: PlanReportInput): string {
     input.notes?.trim() ? document([heading(2, w.x.xPlanNotes), escapeText(input.notes.trim())]).trimEnd() : null,
 
     heading(2, w.x.xSettings),
-    table([w.x.xSetting, w.x.xValue], planSettings(input.plan).map((r) => [code(r.key), r.value])),
+    settingsTable(w, input.plan),
 
     heading(2, w.x.xMemory),
     s

@@ -1,62 +1,40 @@
 /**
- * A plan's settings as rows of `key = value` (`training.batch_size = 8`), for the reports' settings tables and the
- * comparison's "which settings differ". Pure (no DOM).
- *
- * The plan file is flattened as written (docs/plan-format.md): nested objects become dotted keys, lists of plain
- * values are joined, a layer list is summarised by its length and a fingerprint (two different layer lists never
- * read as equal; the list itself is in the plan's JSON export). `format` and `version` say nothing about memory.
+ * A plan's settings for the reports: the engine's rows (engine/compare/settings.ts, defaults applied, the model and
+ * the GPU one row each) worded as the compare view words them (compare/words.ts), so a report and the view agree on
+ * what a setting is called, what it is and whether two plans differ in it. Pure (no DOM).
  */
+import { planSettings as engineSettings, safeParsePlan, SETTING_KEYS, type SettingKey } from '../../../engine/index.ts';
+import { catalogues, type Locale } from '../i18n/index.ts';
+import { settingLabel, settingValueText } from '../compare/words.ts';
 
 export interface SettingRow {
-  key: string;
+  key: SettingKey;
+  /** The setting's name in the report's language. */
+  label: string;
+  /** Its value, worded. */
   value: string;
+  /** Equal for equal settings (engine/compare: compare this, not the words). */
+  canonical: string;
 }
 
-const SKIPPED = new Set(['format', 'version', 'name']);
-
-/** FNV-1a of a string, as 8 hex digits: a fingerprint for values too long for a table cell. */
-export function fingerprint(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(16).padStart(8, '0');
-}
-
-function scalar(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return value;
-  return String(value);
-}
-
-function flatten(value: unknown, key: string, rows: SettingRow[]): void {
-  if (Array.isArray(value)) {
-    if (value.every((v) => v === null || typeof v !== 'object')) rows.push({ key, value: value.map(scalar).join(', ') });
-    else rows.push({ key, value: `${value.length} items · #${fingerprint(JSON.stringify(value))}` });
-  } else if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>);
-    if (entries.length === 0) rows.push({ key, value: '{}' });
-    for (const [k, v] of entries) flatten(v, key ? `${key}.${k}` : k, rows);
-  } else rows.push({ key, value: scalar(value) });
-}
-
-/** The plan's settings in file order (`model.preset`, `training.batch_size`, `gpu.name`, ...). */
-export function planSettings(plan: Record<string, unknown>): SettingRow[] {
-  const rows: SettingRow[] = [];
-  for (const [k, v] of Object.entries(plan)) if (!SKIPPED.has(k)) flatten(v, k, rows);
-  return rows;
+/** The plan file's settings, or null when it does not parse (its JSON export has it as it is). */
+export function planSettings(plan: unknown, locale: Locale): SettingRow[] | null {
+  const parsed = safeParsePlan(plan);
+  if (!parsed.ok) return null;
+  const m = catalogues[locale];
+  return engineSettings(parsed.plan).map((s) => ({ key: s.key, label: settingLabel(m, s.key), value: settingValueText(m, s.key, s.value, locale), canonical: s.canonical }));
 }
 
 /**
- * The settings of several plans side by side: every key any plan has, in the order first seen, each with one
- * value per plan (null: not set in that plan) and whether they differ.
+ * The settings of several plans side by side, in the engine's order: each with one value per plan (null: that plan
+ * does not parse) and whether they differ.
  */
-export function settingsSideBySide(plans: readonly Record<string, unknown>[]): { key: string; values: (string | null)[]; differs: boolean }[] {
-  const perPlan = plans.map((p) => new Map(planSettings(p).map((r) => [r.key, r.value])));
-  const keys = [...new Set(perPlan.flatMap((m) => [...m.keys()]))];
-  return keys.map((key) => {
-    const values = perPlan.map((m) => m.get(key) ?? null);
-    return { key, values, differs: values.some((v) => v !== values[0]) };
+export function settingsSideBySide(plans: readonly unknown[], locale: Locale): { key: SettingKey; label: string; values: (string | null)[]; differs: boolean }[] {
+  const perPlan = plans.map((p) => planSettings(p, locale));
+  const m = catalogues[locale];
+  return SETTING_KEYS.map((key) => {
+    const rows = perPlan.map((rows) => rows?.find((r) => r.key === key) ?? null);
+    const canonical = rows.map((r) => r?.canonical ?? null);
+    return { key, label: settingLabel(m, key), values: rows.map((r) => r?.value ?? null), differs: canonical.some((c) => c !== canonical[0]) };
   });
 }

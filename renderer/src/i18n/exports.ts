@@ -60,6 +60,7 @@ const en = {
   xStatusEdited: 'edited since the comparison was saved: shown as it is now',
   xStatusDeleted: 'deleted since the comparison was saved',
   xNotSet: '(not set)',
+  xSettingsUnreadable: 'The plan file has problems, so its settings cannot be listed here; the plan’s JSON export has it as it is.',
   xSameSettings: (count: number) => `${count} other ${count === 1 ? 'setting is' : 'settings are'} the same in every plan.`,
   xBreakdownByPlan: 'What fills memory at the peak, by plan',
 } as const;
@@ -116,6 +117,7 @@ export const exportsMessages = defineMessages(en, {
   xStatusEdited: '保存对比后又被修改过：显示的是当前版本',
   xStatusDeleted: '保存对比后已被删除',
   xNotSet: '（未设置）',
+  xSettingsUnreadable: '方案文件有问题，无法在此列出其设置；导出方案 JSON 可查看原样内容。',
   xSameSettings: (count) => `另有 ${count} 项设置在所有计划中相同。`,
   xBreakdownByPlan: '各计划峰值时的显存构成',
 });
