@@ -20,7 +20,7 @@ import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
-import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, splitHeads } from './attention.ts';
+import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
@@ -79,9 +79,11 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   let newLeaf: Parameter | null = null;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
-  // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window.
-  if (cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow) {
-    throw new InputError('training.seq_len', `sliding-window attention (window ${cfg.slidingWindow}) at seq_len ${seqLen} is not simulated yet: use a seq_len below the window`);
+  // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window
+  // (`_ignore_causal_mask_sdpa`); eager attention's float version of it is not measured.
+  const windowMask = cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow;
+  if (windowMask && options.attention === 'eager') {
+    throw new InputError('training.seq_len', `eager sliding-window attention (window ${cfg.slidingWindow}) at seq_len ${seqLen} is not simulated yet: use attention "sdpa" or a seq_len below the window`);
   }
 
   /**
@@ -361,7 +363,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       }
       const positions = positionIds(rt, t);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
-      const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : null;
+      const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : windowMask ? slidingWindowMask(rt, b, t) : null;
       const [cos, sin] = rotaryEmbedding(rt, t, inputsEmbeds.dtype);
       let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions]);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');

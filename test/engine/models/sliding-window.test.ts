@@ -1,0 +1,35 @@
+/**
+ * Sliding-window attention at any length (Mistral, Phi-3, Qwen2/Qwen3 with use_sliding_window): below the window
+ * transformers skips the mask; from the window on SDPA gets a boolean mask, which cuDNN takes as a bias. The
+ * memory is checked against H100 recordings in test/engine/train/calibration.test.ts (mistral_4l_*_window256_*,
+ * phi3_4l_amp_bf16_s2048_window); these pin where the mask appears and what is refused.
+ */
+import { describe, expect, it } from 'vitest';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+
+const mistral = (window: number) => ({ model_type: 'mistral', hidden_size: 512, intermediate_size: 1024, num_hidden_layers: 2, num_attention_heads: 8, num_key_value_heads: 4, vocab_size: 1000, sliding_window: window });
+
+function run(window: number, training: Record<string, unknown> = {}) {
+  const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: mistral(window) }, training: { batch_size: 2, seq_len: 256, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training } });
+  return simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0 });
+}
+
+describe('sliding-window attention', () => {
+  it('adds the mask, its bias and repeat_kv only once seq_len reaches the window', () => {
+    const below = run(257);
+    const at = run(256);
+    // after the forward, each layer's graph also holds the mask as a bf16 bias [B, 1, T, T] (2 x 256 x 256 x 2 B)
+    const afterForward = (r: typeof at) => r.steps[0]!.after_forward_bytes[0]!;
+    expect(afterForward(at) - afterForward(below)).toBeGreaterThanOrEqual(2 * (2 * 256 * 256 * 2));
+    expect(at.peak_allocated_bytes).toBeGreaterThan(below.peak_allocated_bytes);
+    expect(run(512).peak_allocated_bytes).toBe(below.peak_allocated_bytes);
+  });
+
+  it('refuses fp32 and eager attention at or beyond the window (not measured), at training.seq_len', () => {
+    expect(() => run(128, { precision: 'fp32' })).toThrow(/training\.seq_len: sliding-window attention with the efficient backend/);
+    expect(() => run(128, { attention: 'eager' })).toThrow(/training\.seq_len: eager sliding-window attention/);
+    expect(run(512, { precision: 'fp32' }).oom).toBeNull();
+  });
+});
