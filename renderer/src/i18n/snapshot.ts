@@ -74,7 +74,7 @@ const en = {
   sMeasurement: 'Measurement',
   sDifference: 'Difference',
   sPredVsMeas: 'Prediction beside measurement',
-  sPredVsMeasChart: 'Predicted and measured memory on one axis: the measurement’s allocator events are stretched to the prediction’s length (a real trace records each free twice).',
+  sPredVsMeasChart: 'Predicted and measured memory on one axis, over the plan’s steps (memplan simulates on until memory stops changing; a recorded run ran the plan’s steps): the measurement’s allocator events are stretched to the prediction’s length (a real trace records each free twice).',
   sQuantity: 'Quantity',
   sStorageNote: (size: string) => `Attaching stores the file in memplan’s database (${size} gzipped), so it stays with the plan if the original moves. At most 256 MiB gzipped.`,
 };
@@ -146,7 +146,7 @@ export const snapshot = defineMessages(en, {
   sMeasurement: '实测',
   sDifference: '差值',
   sPredVsMeas: '预测与实测对比',
-  sPredVsMeasChart: '预测与实测显存画在同一坐标轴上：实测的分配器事件按预测的长度拉伸（真实记录中每次释放会记两次）。',
+  sPredVsMeasChart: '预测与实测显存画在同一坐标轴上，只取方案设定的步数（memplan 会一直模拟到显存不再变化；实际记录的运行只跑了方案的步数）：实测的分配器事件按预测的长度拉伸（真实记录中每次释放会记两次）。',
   sQuantity: '指标',
   sStorageNote: (size) => `附加会把文件存入 memplan 的数据库（gzip 压缩后 ${size}），即使原文件被移动也仍随方案保留。压缩后最多 256 MiB。`,
 });

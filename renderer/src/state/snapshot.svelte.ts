@@ -7,7 +7,7 @@
  * older one are dropped. Cancel asks the worker to stop at its next pause (milliseconds away: reading and replaying
  * pause every few hundred thousand opcodes or events).
  */
-import { replayResultSchema, simulateResultSchema, stringifyResult, type EngineAnswer, type EngineRequest, type ReplayResult, type SimulateResult } from '../../../engine/index.ts';
+import { replayResultSchema, safeParsePlan, simulateResultSchema, stringifyResult, type EngineAnswer, type EngineRequest, type ReplayResult, type SimulateResult } from '../../../engine/index.ts';
 import type { PlanSummary, SnapshotSummary } from '../../../electron/common/ipc.ts';
 import { api } from '../lib/api.ts';
 import { SNAPSHOT_WHAT_IFS } from '../snapshot/what-ifs.ts';
@@ -33,6 +33,8 @@ export class SnapshotSession {
   plans = $state.raw<PlanSummary[]>([]);
   planId = $state<string | null>(null);
   prediction = $state.raw<SimulateResult | null>(null);
+  /** The chosen plan's `training.steps` (defaults applied): the steps a recorded run of it ran; null if it does not parse. */
+  plannedSteps = $state<number | null>(null);
   predictionStatus = $state<'none' | 'simulating' | 'ready' | 'invalid'>('none');
   /** Snapshots attached to the chosen plan. */
   attached = $state.raw<SnapshotSummary[]>([]);
@@ -158,6 +160,8 @@ export class SnapshotSession {
     if (!memplan || planId === null) return;
     const record = await memplan.plans.get({ id: planId });
     if (!record || this.planId !== planId) return;
+    const parsed = safeParsePlan(record.plan);
+    this.plannedSteps = parsed.ok ? parsed.plan.training.steps : null;
     void this.refreshAttached();
     const stored = record.result?.kind === 'simulate' ? simulateResultSchema.safeParse(record.result) : null;
     if (stored?.success) {
