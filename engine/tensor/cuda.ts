@@ -21,6 +21,13 @@ export interface Workspaces {
   cublasLtBytes: number;
 }
 
+/** Hears the storages a step allocates and frees, in order (train/step-replay.ts records a step with it). */
+export interface StorageObserver {
+  /** `allocatorLabel`: the label the allocator was given (the storage's own may be renamed later). */
+  allocated(storage: Storage, allocatorLabel: string): void;
+  freed(storage: Storage): void;
+}
+
 export class CudaDevice {
   readonly allocator: CachingAllocator;
   private readonly workspaces: Workspaces;
@@ -43,6 +50,8 @@ export class CudaDevice {
    */
   recordStorages = true;
   private readonly storages: Storage[] = [];
+  /** Hears every storage allocated and freed (a step being recorded for replay: train/step-replay.ts). */
+  observer: StorageObserver | null = null;
   private peakAllocated = 0;
   /** The allocation that set the peak of allocated bytes, and when it happened. */
   peak = { event: 0, step: 0, phase: 'load' };
@@ -124,11 +133,30 @@ export class CudaDevice {
 
   /** `at::empty`: a new tensor with its own storage. */
   empty(shape: readonly number[], dtype: DType, label: string, category: MemoryCategory = 'temporary'): Tensor {
-    const size = nbytes(shape, dtype);
-    const block = size === 0 ? null : this.allocator.malloc(size, 0, label);
+    return this.track(new Tensor(shape, dtype, new TensorImpl(this.allocateStorage(nbytes(shape, dtype), label, category), null)));
+  }
+
+  /**
+   * A storage of `size` bytes from the caching allocator (none for 0 bytes: PyTorch never allocates them). Tensors
+   * get theirs through `empty`; a replayed step (train/step-replay.ts) calls it directly.
+   */
+  allocateStorage(size: number, label: string, category: MemoryCategory, allocatorLabel = label): Storage {
+    const block = size === 0 ? null : this.allocator.malloc(size, 0, allocatorLabel);
     const storage = new Storage(size, block, label, category);
-    if (block) this.afterChange(storage, true);
-    return this.track(new Tensor(shape, dtype, new TensorImpl(storage, null)));
+    if (block) {
+      this.afterChange(storage, true);
+      this.observer?.allocated(storage, allocatorLabel);
+    }
+    return storage;
+  }
+
+  /** A storage's memory goes back to the allocator (its last reference went). */
+  freeStorage(s: Storage): void {
+    if (!s.block) return;
+    this.allocator.free(s.block);
+    s.block = null;
+    this.afterChange(s, false);
+    this.observer?.freed(s);
   }
 
   /** A view: a tensor of its own (its own shape) over t's storage, keeping t alive as its base. */
@@ -156,11 +184,7 @@ export class CudaDevice {
   private dropImpl(impl: TensorImpl): void {
     if (--impl.refs > 0) return;
     const s = impl.storage;
-    if (--s.refs === 0 && s.block) {
-      this.allocator.free(s.block);
-      s.block = null;
-      this.afterChange(s, false);
-    }
+    if (--s.refs === 0) this.freeStorage(s);
     if (impl.base) this.dropImpl(impl.base);
   }
 

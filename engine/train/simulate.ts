@@ -28,6 +28,7 @@ import { nbytes, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
 import { steadyStateKey } from './steady-state.ts';
+import { StepProgram, StepRecorder } from './step-replay.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { caveatsFor } from '../result/caveats.ts';
@@ -94,6 +95,11 @@ export interface SimulateOptions {
    * (`needed_bytes`; default true). Search trials leave it off.
    */
   neededOnOom?: boolean;
+  /**
+   * Replay the steps after the first repeatable one through the allocator alone (Note [Replayed steps],
+   * engine/train/step-replay.ts; default true unless `onTrace` is given). The result is the same either way.
+   */
+  replaySteps?: boolean;
 }
 
 /**
@@ -153,6 +159,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   let oom: SimulateResult['oom'] = null;
   const params: Parameter[] = [];
   let optimizer: Optimizer | null = null;
+  const replaySteps = options.replaySteps ?? options.onTrace === undefined;
+  let program: StepProgram | null = null;
+  let replaying = false;
   try {
     cuda.phase = 'load';
     for (const p of model.parameters) {
@@ -172,6 +181,10 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     // Steps after the first run one program, except those GradScaler skips (no optimizer step).
     const firstRepeatable = Math.max(1, t.precision === 'amp_fp16' ? t.grad_scaler_skipped_steps : 0);
     const canRepeat = !(memoryLimitBytes !== undefined && allocator.config.garbageCollectionThreshold > 0);
+    // Note [Replayed steps]: the step after the first repeatable one is recorded, later ones replay it.
+    const recordedStep = (t.precision === 'amp_fp16' ? t.grad_scaler_skipped_steps : 0) + 2;
+    let recorder: StepRecorder | null = null;
+    let previousStepStartEvent = 0;
     const stateAfter = new Map<string, number>();
     let repeated = false;
     const done = (step: number) => step > t.steps && (!untilSteady || step > kMaxSteps || repeated);
@@ -189,43 +202,61 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
         incomplete: true,
       };
       steps.push(result);
-      for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
-        cuda.phase = 'forward';
-        const batch = model.makeInputs(rt, t.batch_size);
-        for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]); // the old tuple dies: last element first
-        inputs = batch;
-        if (autocastDType) rt.autocast = new Autocast(autocastDType); // with torch.autocast(...): forward, loss, division
-        const rawLoss = model.loss(rt, inputs);
-        cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
-        model.releaseGraph?.(rt); // and the graph it held
-        loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
-        cuda.release(rawLoss);
-        if (rt.autocast) {
-          rt.autocast.exit(rt);
-          rt.autocast = null;
-        }
-        result.after_forward_bytes.push(allocator.allocatedBytes);
-        cuda.phase = 'backward';
-        // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
-        const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
-        const rootGrad = cuda.empty(root.shape, root.dtype, 'ones_like(loss)');
-        autograd.backward(root, rootGrad);
-        cuda.release(rootGrad);
-        cuda.release(root);
-        result.after_backward_bytes.push(allocator.allocatedBytes);
-      }
-      cuda.phase = 'optimizer';
-      if (scaler) {
-        // the first grad_scaler_skipped_steps steps overflowed (their data's business): GradScaler skips them
-        scaler.step(rt, optimizer, step <= t.grad_scaler_skipped_steps);
-        scaler.update(rt);
+      if (program) {
+        replaying = true;
+        program.replay(cuda, result);
       } else {
-        optimizer.step();
+        if (replaySteps && step === recordedStep) cuda.observer = recorder = new StepRecorder(cuda);
+        const stepStartEvent = cuda.events;
+        for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
+          cuda.phase = 'forward';
+          const batch = model.makeInputs(rt, t.batch_size);
+          for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]); // the old tuple dies: last element first
+          inputs = batch;
+          if (autocastDType) rt.autocast = new Autocast(autocastDType); // with torch.autocast(...): forward, loss, division
+          const rawLoss = model.loss(rt, inputs);
+          cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
+          model.releaseGraph?.(rt); // and the graph it held
+          loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
+          cuda.release(rawLoss);
+          if (rt.autocast) {
+            rt.autocast.exit(rt);
+            rt.autocast = null;
+          }
+          result.after_forward_bytes.push(allocator.allocatedBytes);
+          recorder?.mark();
+          cuda.phase = 'backward';
+          // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
+          const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
+          const rootGrad = cuda.empty(root.shape, root.dtype, 'ones_like(loss)');
+          autograd.backward(root, rootGrad);
+          cuda.release(rootGrad);
+          cuda.release(root);
+          result.after_backward_bytes.push(allocator.allocatedBytes);
+          recorder?.mark();
+        }
+        cuda.phase = 'optimizer';
+        if (scaler) {
+          // the first grad_scaler_skipped_steps steps overflowed (their data's business): GradScaler skips them
+          scaler.step(rt, optimizer, step <= t.grad_scaler_skipped_steps);
+          scaler.update(rt);
+        } else {
+          optimizer.step();
+        }
+        result.after_optimizer_step_bytes = allocator.allocatedBytes;
+        recorder?.mark();
+        cuda.phase = 'zero_grad';
+        optimizer.zeroGrad();
+        result.after_zero_grad_bytes = allocator.allocatedBytes;
+        recorder?.mark();
+        if (recorder) {
+          cuda.observer = null;
+          // A convolution's workspaces depend on the allocator's state (cuDNN's plan fallback): not replayed.
+          program = cuda.convPlans.size === 0 ? StepProgram.prepare(recorder, previousStepStartEvent, t.grad_accumulation_steps, cuda.phase) : null;
+          recorder = null;
+        }
+        previousStepStartEvent = stepStartEvent;
       }
-      result.after_optimizer_step_bytes = allocator.allocatedBytes;
-      cuda.phase = 'zero_grad';
-      optimizer.zeroGrad();
-      result.after_zero_grad_bytes = allocator.allocatedBytes;
       result.peak_allocated_bytes = allocator.stats.allocated_bytes[0].peak;
       result.peak_reserved_bytes = allocator.stats.reserved_bytes[0].peak;
       result.incomplete = false;
@@ -237,6 +268,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     }
   } catch (error) {
     if (!(error instanceof OutOfMemoryError)) throw error;
+    // Out of memory in a replayed step: the full step would unwind its Python frames (more frees, the stats after).
+    if (replaying) return simulate(plan, { ...options, replaySteps: false });
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
     // The failing step's peaks so far (its peak was reset when it began), not zeros.
     const failing = steps[steps.length - 1];
