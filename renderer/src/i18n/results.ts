@@ -152,7 +152,6 @@ const en = {
   rUpperBound: 'The search stopped at its upper bound: an even larger batch may fit.',
   rNothingFits: 'Nothing fits, not even a batch of 1',
   rNothingFitsDetail: (gpu: string, cap: string) => `A batch of 1 runs out of memory on the ${gpu} (${cap} for PyTorch).`,
-  rNeeds: (size: string) => `A batch of 1 needs about ${size} of reserved memory.`,
   rFitsOnGpus: 'It fits on',
   rCurveTitle: 'Peak reserved against batch size',
   rTrialFits: 'fits',
@@ -160,12 +159,42 @@ const en = {
   rAxisBatch: 'Batch size',
   rCapShort: (size: string) => `cap ${size}`,
   rRecommendedShort: (batch: string) => `recommended ${batch}`,
-  rNonMonotonic: 'Not monotonic',
   rNonMonotonicExplain: (lo: string, hi: string) =>
     `Between batch ${lo} and ${hi} a larger batch fits where a smaller one ran out: near the limit the allocator’s block layout decides, not the batch size alone.`,
   rLimitedBy: 'What limits the batch',
   rLimitedByDetail: (batch: string, step: number, phase: string) => `At batch ${batch} the peak comes in step ${step}, during ${phase}. The largest tensors then:`,
   rTrialTooltip: (batch: string) => `batch ${batch}`,
+
+  // Where fit is not monotonic (engine/result/max-batch.ts `unstable_region`)
+  rUnstableRegion: 'Unstable region',
+  rUnstableExplain: (from: string, to: string, failing: string, fitting: string) =>
+    `Fit is not monotonic between batch ${from} and ${to}: ${failing} ran out of memory, yet the larger ${fitting} fit. This close to the cap, whether a batch fits depends on where the caching allocator places each block in its segments, not on the batch size alone, so a real run may fail anywhere in this region.`,
+  /** Between two sentences: a space in English, nothing in Chinese. */
+  rSentenceGap: ' ',
+  rUnstableRecBelow: (rec: string, from: string) => `The recommendation (${rec}) stays below ${from}, where every batch tried fits.`,
+  // What a plan that fits nowhere needs (`needed`), and a simulate out of memory (`needed_bytes`)
+  rNeededReserved: (reserved: string, allocated: string) => `With no cap, a batch of 1 reserves ${reserved} at its peak (${allocated} of it allocated to tensors).`,
+  rFitsOnNone: 'It fits on none of the catalog’s GPUs: it needs a smaller model, fewer trainable parameters or memory across several GPUs.',
+  rFitsOnHow: 'Batch 1 simulated on each GPU of the catalog, with the memory PyTorch may use on it:',
+  rOomNeeded: (needed: string, over: string) => `With no cap this plan reserves ${needed} at its peak: ${over} more than PyTorch may use here.`,
+
+  // What an answer assumes and how sure memplan is (engine/result/caveats.ts)
+  rCaveatsTitle: 'What this answer assumes',
+  rConfidence: (level: 'high' | 'medium' | 'low') => ({ high: 'High confidence', medium: 'Medium confidence', low: 'Low confidence' })[level],
+  rConfidenceWhy: 'Why:',
+  rAssumes: 'It assumes:',
+  rCaveatLoaded: 'Weights created in their training dtype, then moved with .to("cuda"), as from_pretrained(..., dtype=...) loads them.',
+  rCaveatStep: (steps: number) =>
+    `The standard step: ${steps > 1 ? `${steps} micro-steps of ` : ''}forward, loss, backward; optimizer.step(); zero_grad(set_to_none=True).`,
+  rCaveatFresh: 'A fresh process: nothing cached by earlier work (a search inside one process can differ by a batch or two).',
+  rCaveatSteady: 'The steady state: steps are simulated until the allocator’s state repeats, not just the first one.',
+  rCaveatCalibrated: (gpu: string) => `${gpu} is the GPU memplan’s calibration runs were recorded on.`,
+  rCaveatWorkspaces: (gpu: string) => `The cuBLAS and cuDNN workspaces are the H100’s: not measured on ${gpu}.`,
+  rCaveatFigures: (gpu: string, total: string, outside: string) => `${gpu}: its total memory is ${total}, the memory outside PyTorch (CUDA context) ${outside}.`,
+  rEvidence: (kind: string) => (({ measured: 'measured on the card', derived: 'derived from a less exact report', unconfirmed: 'an unconfirmed estimate', unknown: 'not known' }) as Record<string, string>)[kind] ?? kind,
+  rCaveatCustom: 'A custom GPU: the H100’s figures, with the cap as its memory.',
+  rCaveatScaler: 'amp_fp16: every step is assumed to update; a run whose first steps overflow (the GradScaler skips them) fits slightly more.',
+  rCaveatVitGap: 'Reentrant checkpointing of ViT: memplan reserves about 5% less than was measured (a known gap).',
 } as const;
 
 const zh = {
@@ -299,7 +328,6 @@ const zh = {
   rUpperBound: '搜索到达了上界：更大的批量也许还能放下。',
   rNothingFits: '什么都放不下，批量大小为 1 也不行',
   rNothingFitsDetail: (gpu: string, cap: string) => `批量大小为 1 时，在 ${gpu}（PyTorch 可用 ${cap}）上就会显存不足。`,
-  rNeeds: (size: string) => `批量大小为 1 大约需要 ${size} 的预留显存。`,
   rFitsOnGpus: '可以放下的 GPU',
   rCurveTitle: '峰值预留显存与批量大小',
   rTrialFits: '放得下',
@@ -307,11 +335,37 @@ const zh = {
   rAxisBatch: '批量大小',
   rCapShort: (size: string) => `上限 ${size}`,
   rRecommendedShort: (batch: string) => `推荐 ${batch}`,
-  rNonMonotonic: '非单调',
   rNonMonotonicExplain: (lo: string, hi: string) => `在批量 ${lo} 到 ${hi} 之间，较大的批量放得下，较小的反而显存不足：接近上限时，决定成败的是分配器的块布局，而不只是批量大小。`,
   rLimitedBy: '限制批量大小的是什么',
   rLimitedByDetail: (batch: string, step: number, phase: string) => `批量为 ${batch} 时，峰值出现在第 ${step} 步的${phase}阶段。那时最大的张量：`,
   rTrialTooltip: (batch: string) => `批量 ${batch}`,
+
+  rUnstableRegion: '不稳定区间',
+  rUnstableExplain: (from: string, to: string, failing: string, fitting: string) =>
+    `批量 ${from} 到 ${to} 之间能否放下并不单调：${failing} 显存不足，更大的 ${fitting} 反而放得下。这么接近上限时，成败取决于缓存分配器把每个块放在哪个段里，而不只是批量大小，所以真实运行在这个区间内的任何批量都可能显存不足。`,
+  rSentenceGap: '',
+  rUnstableRecBelow: (rec: string, from: string) => `推荐的批量（${rec}）低于 ${from}，那里试过的批量都放得下。`,
+  rNeededReserved: (reserved: string, allocated: string) => `不设上限时，批量大小为 1 的峰值预留显存为 ${reserved}（其中已分配给张量的是 ${allocated}）。`,
+  rFitsOnNone: '目录里没有哪块 GPU 放得下：需要更小的模型、更少的可训练参数，或把显存分摊到多块 GPU 上。',
+  rFitsOnHow: '在目录里的每块 GPU 上模拟批量大小为 1，后面是 PyTorch 在该 GPU 上可用的显存：',
+  rOomNeeded: (needed: string, over: string) => `不设上限时，这个计划的峰值预留显存为 ${needed}：比这里 PyTorch 可用的多 ${over}。`,
+
+  rCaveatsTitle: '这个结果的前提',
+  rConfidence: (level: 'high' | 'medium' | 'low') => ({ high: '可信度高', medium: '可信度中等', low: '可信度低' })[level],
+  rConfidenceWhy: '依据：',
+  rAssumes: '前提：',
+  rCaveatLoaded: '权重按训练时的 dtype 创建，再用 .to("cuda") 移到 GPU，和 from_pretrained(..., dtype=...) 的加载方式一样。',
+  rCaveatStep: (steps: number) =>
+    `标准的训练步：${steps > 1 ? `${steps} 个微批次的` : ''}前向传播、计算损失、反向传播；optimizer.step()；zero_grad(set_to_none=True)。`,
+  rCaveatFresh: '全新的进程：没有之前的工作留下的缓存（在同一个进程里搜索，结果可能差一两个批量）。',
+  rCaveatSteady: '稳定状态：一直模拟到分配器的状态重复为止，而不只是第一步。',
+  rCaveatCalibrated: (gpu: string) => `${gpu} 是 memplan 校准数据的录制 GPU。`,
+  rCaveatWorkspaces: (gpu: string) => `cuBLAS 和 cuDNN 的工作区用的是 H100 的测量值，没有在 ${gpu} 上测量。`,
+  rCaveatFigures: (gpu: string, total: string, outside: string) => `${gpu}：总显存是${total}，PyTorch 之外占用的显存（CUDA 上下文）是${outside}。`,
+  rEvidence: (kind: string) => (({ measured: '在该卡上实测的', derived: '从不太精确的报告推算的', unconfirmed: '未经证实的估计', unknown: '未知的' }) as Record<string, string>)[kind] ?? kind,
+  rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
+  rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
+  rCaveatVitGap: 'ViT 使用可重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
 };
 
 export const results = defineMessages(en, zh);

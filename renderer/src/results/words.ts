@@ -2,7 +2,7 @@
  * The engine's ids worded for people: phases, memory categories, advice and notes (engine/result/advice.ts says
  * which parameters each id carries). One place, so the views and the charts say the same thing.
  */
-import type { AdviceItem, Note } from '../../../engine/result/index.ts';
+import type { AdviceItem, Caveat, Note } from '../../../engine/result/index.ts';
 import type { Locale } from '../i18n/types.ts';
 import { results, type ResultMessages } from '../i18n/results.ts';
 import type { Category } from '../charts/categories.ts';
@@ -87,5 +87,34 @@ export function noteText(m: M, n: Note, locale: Locale): string {
       return m.rNoteStoppedAtOom(n.step, phaseName(m, n.phase));
     case 'custom_gpu_from_cap':
       return m.rNoteCustomGpu(n.base_gpu, formatBytes(n.memory_limit_bytes, locale));
+  }
+}
+
+/**
+ * A caveat (engine/result/caveats.ts) in words: an `assumption` every answer makes, or a `ground` of the
+ * confidence (what was, and was not, measured for this GPU and plan).
+ */
+export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (id) => id): { kind: 'assumption' | 'ground'; text: string } {
+  switch (c.id) {
+    case 'parameters_loaded_in_training_dtype':
+      return { kind: 'assumption', text: m.rCaveatLoaded };
+    case 'standard_step':
+      return { kind: 'assumption', text: m.rCaveatStep(c.grad_accumulation_steps) };
+    case 'fresh_process':
+      return { kind: 'assumption', text: m.rCaveatFresh };
+    case 'steady_state':
+      return { kind: 'assumption', text: m.rCaveatSteady };
+    case 'calibrated_gpu':
+      return { kind: 'ground', text: m.rCaveatCalibrated(gpuName(c.gpu)) };
+    case 'workspaces_from_h100':
+      return { kind: 'ground', text: m.rCaveatWorkspaces(gpuName(c.gpu)) };
+    case 'gpu_figures_not_measured':
+      return { kind: 'ground', text: m.rCaveatFigures(gpuName(c.gpu), m.rEvidence(c.total_memory), m.rEvidence(c.non_pytorch)) };
+    case 'custom_gpu':
+      return { kind: 'ground', text: m.rCaveatCustom };
+    case 'grad_scaler_steps_update':
+      return { kind: 'ground', text: m.rCaveatScaler };
+    case 'known_gap':
+      return { kind: 'ground', text: m.rCaveatVitGap };
   }
 }

@@ -9,7 +9,7 @@ import { parsePlanText } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { findMaxBatch } from '../../../engine/search/max-batch.ts';
 import { advise } from '../../../engine/search/advice.ts';
-import { planGpu } from '../../../engine/gpu/device.ts';
+import { deviceFor, planGpu } from '../../../engine/gpu/device.ts';
 import { parseGpuCatalog } from '../../../engine/gpu/catalog.ts';
 import { stringifyResult } from '../../../engine/result/json.ts';
 
@@ -32,16 +32,15 @@ function sim(key: string, plan: any) {
 }
 function mb(key: string, plan: any) {
   const device = planGpu(plan, catalog, conv);
-  const r = findMaxBatch(plan, { device });
-  let extra: any = {};
-  if (r.max_batch === 0) {
-    const one = simulate({ ...plan, training: { ...plan.training, batch_size: 1 }, gpu: { name: 'b200' } }, { device: planGpu({ ...plan, gpu: { name: 'b200' } }, catalog, conv), timelinePoints: 0, peakDetails: false });
-    extra = { needs_bytes: one.peak_reserved_bytes, fits_on: catalog.gpus.filter((g: any) => g.total_memory_bytes - g.non_pytorch_bytes >= one.peak_reserved_bytes).map((g: any) => ({ id: g.id, name: g.name })) };
-  }
+  // the catalog, as the worker host passes it: a plan that fits nowhere says where it would (`needed.fits_on`)
+  const r = findMaxBatch(plan, { device, catalog: catalog.gpus.map((g) => deviceFor(g, conv)) });
   const advice = r.max_batch > 0 ? advise(plan, { device, goal: 'batch', maxBatch: r }) : null;
-  writeFileSync(`${out}/${key}.maxbatch.json`, stringifyResult({ result: r, advice, ...extra }));
-  console.log(key, 'max batch', r.max_batch, 'trials', r.trials.length);
+  writeFileSync(`${out}/${key}.maxbatch.json`, stringifyResult({ result: r, advice }));
+  console.log(key, 'max batch', r.max_batch, 'trials', r.trials.length, 'unstable', JSON.stringify(r.unstable_region), 'fits on', r.needed?.fits_on.map((g) => g.id).join(','));
 }
+/** BERT-large MLM, AMP fp16, non-reentrant checkpointing, seq 512, under 16 GiB: fit is not monotonic at 44-47 (test/engine/search/non-monotonic.test.ts). */
+const suite = JSON.parse(readFileSync(new URL('test/fixtures/boundary-suite/suite.json', root), 'utf8'));
+const bert = parsePlanText(JSON.stringify((suite.cases ?? suite).find((c: any) => c.name === 'bert_large_amp_fp16_ckpt_seq512_cap16g').plan));
 sim('gpt2', load('gpt2-config-json.plan.json'));
 sim('llama', load('llama-3-8b-bf16.plan.json'));
 sim('resnet', load('resnet50-amp.plan.json'));
@@ -51,3 +50,5 @@ sim('gpt2-fp32', load('gpt2-config-json.plan.json', { precision: 'fp32', batch_s
 mb('gpt2', load('gpt2-config-json.plan.json'));
 mb('resnet', load('resnet50-amp.plan.json'));
 mb('llama-none', load('llama-3-8b-bf16.plan.json', {}, 'rtx-4090'));
+sim('llama-oom', load('llama-3-8b-bf16.plan.json', {}, 'rtx-4090'));
+mb('bert-unstable', bert);
