@@ -126,6 +126,25 @@ describe('the plan editor', () => {
     await screenshot(page, 'config-json-llama-en');
   });
 
+  test('LoRA on the pasted Llama: only the adapters train, and targets that name no module are shown at their field', async () => {
+    const { page } = app;
+    await page.locator('#tab-training').click();
+    await waitForResult(page);
+    const full = await resultNumbers(page);
+    await page.locator('#lora').check();
+    // the base frozen: no fp32 gradients and AdamW state for its 1.24B parameters (at least 12 bytes each)
+    await expect.poll(async () => (await resultNumbers(page)).peakAllocated, { timeout: 60_000 }).toBeLessThan(full.peakAllocated - 1.2e9 * 12);
+    await page.locator('#lora-targets').fill('qkv_proj');
+    const field = page.locator('[data-path="training.lora.target_modules"]');
+    await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('qkv_proj');
+    await page.locator('#lora-targets').fill('q_proj, v_proj');
+    await waitForResult(page);
+    await screenshot(page, 'lora-llama-en');
+    await page.locator('#lora').uncheck();
+    await waitForResult(page);
+    await page.locator('#tab-model').click(); // where the next test starts
+  });
+
   test('bad input is shown beside its field, and the text is kept', async () => {
     const { page } = app;
     // A config.json that is not JSON: the error under the text area, the text untouched.

@@ -109,6 +109,13 @@ export class PlanEditor {
   checkpointing = $state<Checkpointing>('off');
   attention = $state<'sdpa' | 'eager'>('sdpa');
   steps = $state<number | null>(3);
+  /** `training.lora` (Hugging Face decoders) and `training.freeze`; the lists as typed, comma-separated. */
+  loraOn = $state(false);
+  loraRank = $state<number | null>(16);
+  loraAlpha = $state<number | null>(32);
+  loraDropout = $state<number | null>(0.05);
+  loraTargetsText = $state('q_proj, v_proj');
+  freezeText = $state('');
 
   gpuMode = $state<'catalog' | 'custom'>('catalog');
   gpuName = $state('h100-sxm');
@@ -183,6 +190,11 @@ export class PlanEditor {
     };
     if (this.inputKind === 'tokens') training.seq_len = this.seqLen;
     if (this.inputKind === 'images') training.image_size = this.imageSize;
+    const list = (text: string) => text.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    if (this.inputKind === 'tokens' && this.loraOn) {
+      training.lora = { r: this.loraRank, alpha: this.loraAlpha, dropout: this.loraDropout, target_modules: list(this.loraTargetsText) };
+    }
+    if (list(this.freezeText).length) training.freeze = list(this.freezeText);
     return {
       format: 'memplan.plan',
       version: 1,
@@ -246,6 +258,13 @@ export class PlanEditor {
     this.checkpointing = ckpt === true ? 'non_reentrant' : ckpt === 'non_reentrant' || ckpt === 'reentrant' ? ckpt : 'off';
     this.attention = training.attention === 'eager' ? 'eager' : 'sdpa';
     this.steps = num(training.steps, 3);
+    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown } | undefined;
+    this.loraOn = lora !== undefined && lora !== null;
+    this.loraRank = num(lora?.r, 16);
+    this.loraAlpha = num(lora?.alpha, 32);
+    this.loraDropout = num(lora?.dropout, lora ? 0 : 0.05);
+    this.loraTargetsText = Array.isArray(lora?.target_modules) ? (lora.target_modules as string[]).join(', ') : 'q_proj, v_proj';
+    this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
     const gpu = (plan.gpu ?? {}) as Record<string, unknown>;
     if (typeof gpu.memory_limit_bytes === 'number') {
       this.gpuMode = 'custom';
