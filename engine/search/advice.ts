@@ -12,10 +12,10 @@ import { InputError } from '../errors.ts';
 import type { DeviceSpec } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
 import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../result/advice.ts';
-import type { MaxBatchResult } from '../result/max-batch.ts';
+import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
-import { findMaxBatch } from './max-batch.ts';
+import { findMaxBatch, largestBatch } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
 export type Variant = { [Id in AdviceId]: { id: Id; params: Omit<Extract<AdviceItem, { id: Id }>, 'id' | keyof Measures>; plan: Plan } }[AdviceId];
@@ -81,7 +81,10 @@ export interface AdviceOptions {
   goal?: 'memory' | 'batch';
   /** The plan's own peak reserved, when the caller has simulated it already (goal `memory`). */
   basePeakReservedBytes?: number;
-  /** The plan's own search (goal `batch`; searched here when not given). */
+  /**
+   * The plan's own search on the same device, every trial to steady state as `findMaxBatch` runs it by default
+   * (goal `batch`; searched here when not given). Its trial at the compared batch gives the plan's peak.
+   */
   maxBatch?: MaxBatchResult;
 }
 
@@ -95,20 +98,29 @@ export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<Advi
   const search = goal === 'batch' ? (options.maxBatch ?? findMaxBatch(plan, { device })) : null;
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
-  const basePeak = options.basePeakReservedBytes !== undefined && !search ? options.basePeakReservedBytes : simulate(at, { device, timelinePoints: 0, peakDetails: false }).peak_reserved_bytes;
+  // A search trial is the simulation advice would run (peaks only; to steady state).
+  const peakOf = (plan: Plan, trials: readonly Trial[]) => {
+    const tried = trials.find((t) => t.batch === plan.training.batch_size);
+    if (tried) return { peak_allocated_bytes: tried.peak_allocated_bytes, peak_reserved_bytes: tried.peak_reserved_bytes, fits: tried.fits };
+    const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
+    return { peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, fits: r.oom === null };
+  };
+  const basePeak = options.basePeakReservedBytes !== undefined && !search ? options.basePeakReservedBytes : peakOf(at, search?.trials ?? []).peak_reserved_bytes;
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
   for (const n of notApplicable) yield { type: 'not_applicable', not_applicable: n };
   const advice: AdviceItem[] = [];
   for (const v of candidates) {
     let item: AdviceItem;
     try {
-      const r = simulate(v.plan, { device, timelinePoints: 0, peakDetails: false });
-      item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: basePeak - r.peak_reserved_bytes, fits: r.oom === null } as AdviceItem;
+      // Under the `batch` goal a variant's own search (its largest batch only) also tries the compared batch, mostly.
+      const largest = search && v.id !== 'accumulation' ? largestBatch(v.plan, { device }) : null;
+      const r = peakOf(v.plan, largest?.trials ?? []);
+      item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: basePeak - r.peak_reserved_bytes, fits: r.fits } as AdviceItem;
       if (search) {
-        if (v.id === 'accumulation' && r.oom === null) {
+        if (v.id === 'accumulation' && r.fits) {
           // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
           item.max_batch = v.params.micro_batch;
-        } else item.max_batch = findMaxBatch(v.plan, { device }).max_batch;
+        } else item.max_batch = (largest ?? largestBatch(v.plan, { device })).max_batch;
         item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
         if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
       }

@@ -41,12 +41,14 @@ const kVerifyAbove = 3;
  */
 export const DEFAULT_SAFETY_MARGIN = 0.05;
 
-/** Searches the largest batch, yielding each trial as it finishes; returns the result. */
-export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator<Trial, MaxBatchResult, void> {
-  const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
-  const multipleOf = Math.max(1, Math.floor(options.multipleOf ?? 1));
-  const upper = options.maxBatch ?? 1 << 26;
-  const cap = capBytes(plan, options.device);
+/** The trials of a search so far, by batch, and how to run one more. */
+interface Trials {
+  readonly trials: Trial[];
+  readonly byBatch: Map<number, Trial>;
+  run(batch: number): Trial;
+}
+
+function trialsOf(plan: Plan, options: MaxBatchOptions): Trials {
   const trials: Trial[] = [];
   const byBatch = new Map<number, Trial>();
   const run = (batch: number): Trial => {
@@ -59,6 +61,15 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     byBatch.set(batch, trial);
     return trial;
   };
+  return { trials, byBatch, run };
+}
+
+/**
+ * The largest batch that fits (0: none), found as the whole search finds it (`searchMaxBatch` goes on from here
+ * to the recommendation); yields each trial.
+ */
+function* searchLargest(options: MaxBatchOptions, { byBatch, run }: Trials): Generator<Trial, number, void> {
+  const upper = options.maxBatch ?? 1 << 26;
   // Grow by doubling until a batch fails, then bisect between the last fit and the first failure.
   let good = 0;
   let bad = 0;
@@ -107,6 +118,31 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     }
     good = yield* bisect(lo, Math.min(lo + step, upper + 1));
   }
+  return good;
+}
+
+/**
+ * The largest batch that fits a variant of a plan (advice: engine/search/advice.ts), with the trials that found it:
+ * the search's answer, without the recommendation, what limits the batch or what a plan that does not fit needs.
+ */
+export function largestBatch(plan: Plan, options: MaxBatchOptions): { max_batch: number; trials: Trial[] } {
+  const search = trialsOf(plan, options);
+  const largest = searchLargest(options, search);
+  for (;;) {
+    const next = largest.next();
+    if (next.done) return { max_batch: next.value, trials: search.trials };
+  }
+}
+
+/** Searches the largest batch, yielding each trial as it finishes; returns the result. */
+export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator<Trial, MaxBatchResult, void> {
+  const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
+  const multipleOf = Math.max(1, Math.floor(options.multipleOf ?? 1));
+  const upper = options.maxBatch ?? 1 << 26;
+  const cap = capBytes(plan, options.device);
+  const search = trialsOf(plan, options);
+  const { trials, byBatch, run } = search;
+  const good = yield* searchLargest(options, search);
   const failingBelow = trials.filter((t) => !t.fits && t.batch < good).map((t) => t.batch).sort((a, b) => a - b);
   const unstable: UnstableRegion | null = failingBelow.length
     ? {
