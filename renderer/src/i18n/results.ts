@@ -169,8 +169,8 @@ const en = {
   rUnstableRegion: 'Unstable region',
   rUnstableExplain: (from: string, to: string, failing: string, fitting: string) =>
     `Fit is not monotonic between batch ${from} and ${to}: ${failing} ran out of memory, yet the larger ${fitting} fit. This close to the cap, whether a batch fits depends on where the caching allocator places each block in its segments, not on the batch size alone, so a real run may fail anywhere in this region.`,
-  /** Between two sentences: a space in English, nothing in Chinese. */
-  rSentenceGap: ' ',
+  /** Two sentences in a row: a space between them in English, none in Chinese. */
+  rTwoSentences: (first: string, second: string) => `${first} ${second}`,
   rUnstableRecBelow: (rec: string, from: string) => `The recommendation (${rec}) stays below ${from}, where every batch tried fits.`,
   // What a plan that fits nowhere needs (`needed`), and a simulate out of memory (`needed_bytes`)
   rNeededReserved: (reserved: string, allocated: string) => `With no cap, a batch of 1 reserves ${reserved} at its peak (${allocated} of it allocated to tensors).`,
@@ -343,7 +343,7 @@ const zh = {
   rUnstableRegion: '不稳定区间',
   rUnstableExplain: (from: string, to: string, failing: string, fitting: string) =>
     `批量 ${from} 到 ${to} 之间能否放下并不单调：${failing} 显存不足，更大的 ${fitting} 反而放得下。这么接近上限时，成败取决于缓存分配器把每个块放在哪个段里，而不只是批量大小，所以真实运行在这个区间内的任何批量都可能显存不足。`,
-  rSentenceGap: '',
+  rTwoSentences: (first: string, second: string) => `${first}${second}`,
   rUnstableRecBelow: (rec: string, from: string) => `推荐的批量（${rec}）低于 ${from}，那里试过的批量都放得下。`,
   rNeededReserved: (reserved: string, allocated: string) => `不设上限时，批量大小为 1 的峰值预留显存为 ${reserved}（其中已分配给张量的是 ${allocated}）。`,
   rFitsOnNone: '目录里没有哪块 GPU 放得下：需要更小的模型、更少的可训练参数，或把显存分摊到多块 GPU 上。',
