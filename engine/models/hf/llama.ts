@@ -132,8 +132,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   /**
    * Phi-3's apply_rotary_pos_emb: `q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]` (a slice of the
-   * whole last dimension is q itself, PyTorch's applySlice skips it; the pass-through slice is a view, empty
-   * for a full rotary), then `cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], -1)`: a new tensor. The
+   * whole last dimension is an alias of q; the pass-through slice is a view, empty for a full rotary), then `cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], -1)`: a new tensor. The
    * empty slice's SliceBackward0 still makes a zero gradient of q's shape.
    */
   function partialRotary(rt: Runtime, rot: Tensor, pass: Tensor, cos: Tensor, sin: Tensor, label: string): Tensor {
@@ -146,7 +145,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   /** `rot, pass` of Phi-3's rotary embedding for one of q, k: views, made before the rotations. */
   function rotarySplit(rt: Runtime, x: Tensor, label: string): [Tensor, Tensor] {
     const lead = x.shape.slice(0, -1);
-    const rot = cfg.rotaryDim === hd ? rt.cuda.ref(x) : sliceView(rt, x, [...lead, cfg.rotaryDim], `${label}[..., :rotary_dim]`);
+    // a slice of the whole dimension is x itself, which `__getitem__` returns as `alias(x)`: an AliasBackward0 node
+    // that passes the gradient on, and collects the rotations' gradients in its own buffer (measured: the empty
+    // pass slice's zero gradient reaches q first, the rotations' sum is added into it)
+    const rot = cfg.rotaryDim === hd ? rt.autograd.view('AliasBackward0', x) : sliceView(rt, x, [...lead, cfg.rotaryDim], `${label}[..., :rotary_dim]`);
     const pass = sliceView(rt, x, [...lead, hd - cfg.rotaryDim], `${label}[..., rotary_dim:]`);
     return [rot, pass];
   }
@@ -210,6 +212,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
     // (the projections' dtype: under autocast the linear's, not the fp32 input's)
     const copies = { ...gradCopies({ dtype: rt.autocast?.dtype ?? x.dtype }, call), q: true, k: true };
+    // with a sliding-window mask, repeat_kv's backward sums the heads' gradients into contiguous [B, KV, T, D]
+    // tensors: v's head view copies its gradient too (measured: mistral_4l_amp_bf16_window256_ckpt)
+    if (mask && options.attention === 'sdpa' && cfg.kvHeads !== cfg.heads) copies.v = true;
     const heads = headsOf(rt, x, a, copies);
     const q0 = heads.q;
     const k0 = heads.k;

@@ -56,6 +56,9 @@ const EXACT = [
   'lora_tinyllama_4l_amp_bf16_adamw',
   'lora_tinyllama_4l_amp_bf16_ckpt',
   'tinyllama_4l_freeze_amp_bf16',
+  // Phi-3 (fused projections, the rotary embedding's alias, slices and cat) and sliding windows beyond the window
+  'phi3_4l_amp_bf16_adamw',
+  'mistral_4l_amp_bf16_window256_ckpt',
 ];
 
 function load(name: string) {
