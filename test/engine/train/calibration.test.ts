@@ -58,6 +58,7 @@ const EXACT = [
   'tinyllama_4l_freeze_amp_bf16',
   // Phi-3 (fused projections, the rotary embedding's alias, slices and cat) and sliding windows beyond the window
   'phi3_4l_amp_bf16_adamw',
+  'lora_phi3_4l_bf16_ckpt',
   'mistral_4l_amp_bf16_window256_ckpt',
 ];
 
