@@ -9,8 +9,12 @@
  *    (`backups/plans-v<from>-<time>.sqlite`; notice `database_backed_up`).
  * 4. WAL, foreign keys, migrations (migrations.ts), synchronous=NORMAL (safe with WAL: a power cut
  *    can lose the last transactions, never corrupt the file).
+ * 0. Before all that: the folder and the files must be writable. SQLite would open a read-only file read-only and
+ *    create its -shm beside it with the file's read-only mode, which then blocks the next open even after the user
+ *    has made the file writable again; so a read-only file or folder is refused first, touching nothing
+ *    (errors.ts words it).
  */
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { StorageNotice } from '../../common/ipc.ts';
@@ -78,6 +82,12 @@ function moveAside(path: string, stamp: string): string {
   return target;
 }
 
+/** Throws EACCES/EROFS (Node's error) when the folder or an existing database file may not be written. */
+function checkWritable(path: string): void {
+  accessSync(dirname(path), constants.W_OK | constants.X_OK);
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) accessSync(file, constants.R_OK | constants.W_OK);
+}
+
 function hasSchema(db: Database.Database): boolean {
   return userVersion(db) > 0 || (db.prepare('SELECT count(*) AS n FROM sqlite_schema').get() as { n: number }).n > 0;
 }
@@ -88,6 +98,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): OpenedDat
   const latest = migrations[migrations.length - 1]?.version ?? 0;
   const notices: StorageNotice[] = [];
   mkdirSync(dirname(path), { recursive: true });
+  checkWritable(path);
 
   let db: Database.Database;
   try {

@@ -4,6 +4,7 @@
  */
 import type { StorageNotice } from '../../common/ipc.ts';
 import { openDatabase, type OpenOptions } from './database.ts';
+import { storageFailure } from './errors.ts';
 import { ComparisonStore } from './comparison-store.ts';
 import { PlanStore, type PlanStoreOptions } from './plan-store.ts';
 import { SnapshotStore } from './snapshot-store.ts';
@@ -19,10 +20,24 @@ export interface Storage {
   close(): void;
 }
 
+/** Opens the stores; a file system that refuses (a read-only folder or file, a full disk) throws a StorageError in words. */
 export function openStorage(path: string, options: OpenOptions & PlanStoreOptions = {}): Storage {
+  try {
+    return openStores(path, options);
+  } catch (error) {
+    throw storageFailure(error, path, 'memplan cannot open its database of saved plans');
+  }
+}
+
+function openStores(path: string, options: OpenOptions & PlanStoreOptions): Storage {
   const opened = openDatabase(path, options);
   const plans = new PlanStore(opened.db, options);
-  plans.purgeDeleted();
+  try {
+    plans.purgeDeleted();
+  } catch (error) {
+    opened.db.close();
+    throw error;
+  }
   const comparisons = new ComparisonStore(opened.db, plans, options);
   const snapshots = new SnapshotStore(opened.db, options);
   const damaged = plans.list().problems.length + comparisons.list().problems.length;
@@ -40,6 +55,7 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
 }
 
 export { DatabaseTooNewError } from './database.ts';
+export { StorageError } from './errors.ts';
 export { PlanNotFoundError } from './plan-store.ts';
 export { ComparisonNotFoundError } from './comparison-store.ts';
 export { SnapshotNotFoundError } from './snapshot-store.ts';

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { MAX_PLAN_JSON_BYTES, MAX_RESULT_JSON_BYTES, type ParsedArgs, type PlanList, type PlanRecord, type PlanSummary, type UndoToken } from '../../common/ipc.ts';
 import { isCompletePlan, resultJsonReplacer, resultProblem } from './engine-checks.ts';
+import { storageFailure } from './errors.ts';
 import { readRecord, readSummary, summaryColumns, type PlanRow } from './rows.ts';
 
 /** Deleted plans stay restorable this long, then are purged when the database is opened. */
@@ -100,8 +101,24 @@ export class PlanStore {
     return read.value;
   }
 
-  /** Inserts (no id) or replaces every field of (id) a plan; the name is written into the plan file too. */
+  /** Runs a write; a refusal of the file system (a full disk, a read-only file) becomes a StorageError in words. */
+  #writing<T>(doing: string, write: () => T): T {
+    try {
+      return write();
+    } catch (error) {
+      throw storageFailure(error, this.#db.name, doing);
+    }
+  }
+
+  /**
+   * Inserts (no id) or replaces every field of (id) a plan; the name is written into the plan file too. A full disk
+   * or a read-only database throws a StorageError (errors.ts) and changes nothing.
+   */
   save(args: SaveArgs): PlanSummary {
+    return this.#writing(`could not save "${args.name}"`, () => this.#save(args));
+  }
+
+  #save(args: SaveArgs): PlanSummary {
     const plan = { ...args.plan, name: args.name };
     const planJson = toJson(plan, 'plan', MAX_PLAN_JSON_BYTES);
     const result = args.result ?? null;
@@ -145,7 +162,7 @@ export class PlanStore {
   }
 
   rename(id: string, name: string): PlanSummary {
-    return this.#db.transaction(() => {
+    return this.#writing(`could not rename the plan to "${name}"`, this.#db.transaction(() => {
       const record = this.get(id);
       if (!record) throw new PlanNotFoundError(id);
       const plan = { ...record.plan, name };
@@ -153,32 +170,32 @@ export class PlanStore {
         .prepare('UPDATE plans SET name = ?, plan_json = ?, search_text = ?, updated_at = ? WHERE id = ?')
         .run(name, JSON.stringify(plan), searchText(name, record.notes, record.tags), this.#timestamp(), id);
       return this.#summary(id);
-    })();
+    }));
   }
 
   duplicate(id: string, name?: string): PlanSummary {
-    return this.#db.transaction(() => {
+    return this.#writing('could not duplicate the plan', this.#db.transaction(() => {
       const record = this.get(id);
       if (!record) throw new PlanNotFoundError(id);
-      return this.save({ name: name ?? `${record.name} (copy)`, plan: record.plan, result: record.result, notes: record.notes, tags: record.tags });
-    })();
+      return this.#save({ name: name ?? `${record.name} (copy)`, plan: record.plan, result: record.result, notes: record.notes, tags: record.tags });
+    }));
   }
 
   /** Soft delete: the plan leaves the list; the answer is what restore needs. */
   delete(id: string): UndoToken {
     const token = randomUUID();
-    const changed = this.#db
-      .prepare('UPDATE plans SET deleted_at = ?, undo_token = ? WHERE id = ? AND deleted_at IS NULL')
-      .run(this.#timestamp(), token, id).changes;
+    const changed = this.#writing('could not delete the plan', () =>
+      this.#db.prepare('UPDATE plans SET deleted_at = ?, undo_token = ? WHERE id = ? AND deleted_at IS NULL').run(this.#timestamp(), token, id).changes,
+    );
     if (changed === 0) throw new PlanNotFoundError(id);
     return { id, undo_token: token };
   }
 
   /** Undoes the delete that answered `undo_token` (a restored plan keeps its place: updated_at is not touched). */
   restore({ id, undo_token }: UndoToken): PlanSummary {
-    const changed = this.#db
-      .prepare('UPDATE plans SET deleted_at = NULL, undo_token = NULL WHERE id = ? AND deleted_at IS NOT NULL AND undo_token = ?')
-      .run(id, undo_token).changes;
+    const changed = this.#writing('could not restore the plan', () =>
+      this.#db.prepare('UPDATE plans SET deleted_at = NULL, undo_token = NULL WHERE id = ? AND deleted_at IS NOT NULL AND undo_token = ?').run(id, undo_token).changes,
+    );
     if (changed === 0) throw new PlanNotFoundError(`${id} awaiting restore with that undo token`);
     return this.#summary(id);
   }
