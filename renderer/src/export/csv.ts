@@ -8,6 +8,13 @@
  * series is not kept in a result (a large plan has millions of events) and is not re-simulated for an export.
  * Lines starting with `#` before the header say what each column is (pandas: `read_csv(path, comment='#')`).
  *
+ * Note [CSV injection]
+ * A spreadsheet runs a cell that starts with `=`, `+`, `-` or `@` (and, in some, tab or carriage return) as a
+ * formula: a plan named `=HYPERLINK(...)` would be a live link, `=cmd|' /C calc'!A0` worse. As OWASP recommends, user
+ * text in a cell that starts so is prefixed with `'` (shown as text) and quoted. The comment lines are not cells to
+ * pandas but are to a spreadsheet, split at commas: each comma-separated piece of user text in them is treated the
+ * same way. Numbers are written as they are (a negative number is a number, not a formula).
+ *
  * Pure (no DOM): the renderer and the tests call it.
  */
 import type { Timeline } from '../../../engine/result/index.ts';
@@ -37,15 +44,26 @@ const REAL_COLUMNS = [
   ['real_reserved_max_bytes', 'a replay: the most memory the real run reserved over the bucket'],
 ] as const;
 
-/** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+/** How a cell a spreadsheet would run as a formula starts (Note [CSV injection]); quotes and spaces before `=` too. */
+const FORMULA_START = /^["\s]*[=+\-@]|^[\t\r]/;
+
+/**
+ * A CSV field: text that a spreadsheet would run as a formula is prefixed with `'` (Note [CSV injection]); quoted
+ * when it holds a comma, a quote or a line break (RFC 4180). Numbers are written as they are.
+ */
 export function csvField(value: string | number): string {
-  const text = String(value);
+  if (typeof value === 'number') return String(value);
+  const text = FORMULA_START.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-/** A comment line: one line, whatever the text holds. */
+/** A comment line: one line, whatever the text holds, and no piece between commas a formula (Note [CSV injection]). */
 function comment(text: string): string {
-  return `# ${text.replace(/[\r\n]+/g, ' ')}`;
+  const line = text.replace(/[\r\n]+/g, ' ');
+  return `# ${line
+    .split(',')
+    .map((piece, i) => (i > 0 && FORMULA_START.test(piece) ? `'${piece}` : piece))
+    .join(',')}`;
 }
 
 /** The timeline as CSV (Note [Timeline CSV resolution]): comment lines, the header, one row per point; CRLF-free. */
