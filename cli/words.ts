@@ -85,6 +85,10 @@ export function noteText(note: Note): string {
       return `The simulation stopped at PyTorch's out-of-memory error in step ${note.step} (${note.phase}): the peaks are those reached before it; the model's size is its own.`;
     case 'custom_gpu_from_cap':
       return `The memory cap (${formatSize(note.memory_limit_bytes)}) is larger than ${note.base_gpu} holds: simulated as a custom GPU of that size with ${note.base_gpu}'s other figures.`;
+    case 'not_steady':
+      return `The caching allocator's state did not repeat within the ${note.steps} steps simulated (${
+        note.reason === 'max_steps' ? 'the most memplan runs' : note.reason === 'work_limit' ? 'as many as the work limit allows' : "with garbage_collection_threshold its blocks' ages never repeat"
+      }), so later steps are not proven to fit: the peaks are those of these steps.`;
   }
 }
 

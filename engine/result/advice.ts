@@ -101,12 +101,17 @@ export const NOTE_PARAMS = {
   stopped_at_oom: { step: count, phase: z.string() },
   /** A memory cap larger than the GPU: simulated as a custom GPU of that size (the named GPU's other figures). */
   custom_gpu_from_cap: { base_gpu: z.string(), memory_limit_bytes: bytes },
+  /**
+   * The allocator's state did not repeat within the steps simulated (Note [Steady state]), so later steps are not
+   * proven to fit: stopped at 20 steps, at the work limit, or with garbage collection on (its ages never repeat).
+   */
+  not_steady: { steps: count, reason: z.enum(['max_steps', 'work_limit', 'garbage_collection']) },
 } as const;
 
 export type NoteId = keyof typeof NOTE_PARAMS;
 export const NOTE_IDS = Object.keys(NOTE_PARAMS) as [NoteId, ...NoteId[]];
 const note = <Id extends NoteId>(id: Id) => z.object({ id: z.literal(id), ...(NOTE_PARAMS[id] as (typeof NOTE_PARAMS)[Id]) });
-export const noteSchema = z.discriminatedUnion('id', [note('parameters_loaded_in_training_dtype'), note('stopped_at_oom'), note('custom_gpu_from_cap')]);
+export const noteSchema = z.discriminatedUnion('id', [note('parameters_loaded_in_training_dtype'), note('stopped_at_oom'), note('custom_gpu_from_cap'), note('not_steady')]);
 
 export type AdviceItem = z.output<typeof adviceItemSchema>;
 export type NotApplicable = z.output<typeof notApplicableSchema>;

@@ -28,6 +28,7 @@ import { nbytes, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
 import { steadyStateKey } from './steady-state.ts';
+import { LIMITS } from '../plan/limits.ts';
 import { StepProgram, StepRecorder } from './step-replay.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
@@ -100,6 +101,12 @@ export interface SimulateOptions {
    * engine/train/step-replay.ts; default true unless `onTrace` is given). The result is the same either way.
    */
   replaySteps?: boolean;
+  /**
+   * Storage events (allocations and frees) past which no step is added to reach steady state: the plan's own
+   * steps always run (engine/plan/limits.ts bounds them before a simulation starts), the steps after them only
+   * while the next one, as long as the last, stays within this budget (default `LIMITS.events`, about 10 s).
+   */
+  maxEvents?: number;
 }
 
 /**
@@ -157,6 +164,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
 
   const steps: StepResult[] = [];
   let oom: SimulateResult['oom'] = null;
+  /** Steps run without the allocator's state repeating (Note [Steady state]), and what stopped them. */
+  let unsettled: { steps: number; reason: 'max_steps' | 'work_limit' | 'garbage_collection' } | null = null;
   const params: Parameter[] = [];
   let optimizer: Optimizer | null = null;
   const replaySteps = options.replaySteps ?? options.onTrace === undefined;
@@ -187,9 +196,15 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     let previousStepStartEvent = 0;
     const stateAfter = new Map<string, number>();
     let repeated = false;
-    const done = (step: number) => step > t.steps && (!untilSteady || step > kMaxSteps || repeated);
+    // The steps past the plan's own stop at the work limit too: the plan was admitted for its own steps
+    // (estimateWork), and a step costs about what the last one did.
+    const maxEvents = options.maxEvents ?? LIMITS.events;
+    let lastStepEvents = 0;
+    const overBudget = () => cuda.events + lastStepEvents > maxEvents;
+    const done = (step: number) => step > t.steps && (!untilSteady || step > kMaxSteps || repeated || overBudget());
     for (let step = 1; !done(step); step++) {
       cuda.step = step;
+      const eventsBefore = cuda.events;
       allocator.stats.resetPeak();
       const result: StepResult = {
         step,
@@ -260,12 +275,14 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       result.peak_allocated_bytes = allocator.stats.allocated_bytes[0].peak;
       result.peak_reserved_bytes = allocator.stats.reserved_bytes[0].peak;
       result.incomplete = false;
+      lastStepEvents = cuda.events - eventsBefore;
       if (untilSteady && canRepeat && step >= firstRepeatable) {
         const key = steadyStateKey(allocator, deviceMemory, cuda.convPlans);
         repeated = stateAfter.has(key);
         stateAfter.set(key, step);
       }
     }
+    if (untilSteady && !repeated) unsettled = { steps: steps.length, reason: !canRepeat ? 'garbage_collection' : steps.length >= kMaxSteps ? 'max_steps' : 'work_limit' };
   } catch (error) {
     if (!(error instanceof OutOfMemoryError)) throw error;
     // Out of memory in a replayed step: the full step would unwind its Python frames (more frees, the stats after).
@@ -309,6 +326,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const cap = capBytes(plan, spec);
   const notes: Note[] = [{ id: 'parameters_loaded_in_training_dtype' }];
   if (oom) notes.push({ id: 'stopped_at_oom', step: oom.step, phase: oom.phase });
+  else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {

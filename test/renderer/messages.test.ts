@@ -37,6 +37,7 @@ const notes: Record<(typeof NOTE_IDS)[number], Note> = {
   parameters_loaded_in_training_dtype: { id: 'parameters_loaded_in_training_dtype' },
   stopped_at_oom: { id: 'stopped_at_oom', step: 1, phase: 'backward' },
   custom_gpu_from_cap: { id: 'custom_gpu_from_cap', base_gpu: 'h100-sxm', memory_limit_bytes: 200 * 1024 ** 3 },
+  not_steady: { id: 'not_steady', steps: 21, reason: 'max_steps' },
 };
 
 describe('the engine ids, worded', () => {
@@ -60,6 +61,7 @@ describe('the engine ids, worded', () => {
     it(`words every note, phase and category (${locale})`, () => {
       for (const id of NOTE_IDS) expect(noteText(m, notes[id], locale).length).toBeGreaterThan(20);
       expect(noteText(m, notes.custom_gpu_from_cap, locale)).toContain('200.00');
+      expect(noteText(m, notes.not_steady, locale)).toContain('21');
       for (const p of PHASES) expect(phaseName(m, p)).not.toBe('');
       expect(new Set(CATEGORIES.map((c) => categoryName(m, c))).size).toBe(CATEGORIES.length);
     });

@@ -195,6 +195,8 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       const kvHeads = int(raw, 'num_key_value_heads', defaults.kv ?? heads);
       if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
       const headDim = int(raw, 'head_dim', defaults.headDim ?? Math.floor(hidden / heads));
+      // transformers' default head_dim is hidden_size // num_attention_heads: 0 makes q/k/v views PyTorch refuses
+      if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
       const window = usesWindow ? (read(raw, 'sliding_window') === undefined ? windowDefault : read(raw, 'sliding_window')) : null;

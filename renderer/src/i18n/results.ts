@@ -131,6 +131,10 @@ const en = {
     'Parameters are created in their training dtype and moved to the GPU one by one in module order, as from_pretrained(..., dtype=...) followed by .to("cuda") does. Building the model in fp32 on the GPU and casting it afterwards leaves freed blocks cached and reserves more.',
   rNoteStoppedAtOom: (step: number, phase: string) => `The simulation stopped at the out-of-memory error in step ${step} (${phase}): the peaks are those reached before it.`,
   rNoteCustomGpu: (gpu: string, size: string) => `The memory cap (${size}) is larger than the ${gpu} holds: simulated as a custom GPU of that size with the ${gpu}’s other figures.`,
+  rNoteNotSteady: (steps: number, reason: 'max_steps' | 'work_limit' | 'garbage_collection') =>
+    `The caching allocator’s state did not repeat within the ${steps} steps simulated (${
+      reason === 'max_steps' ? 'the most memplan runs' : reason === 'work_limit' ? 'as many as the work limit allows' : 'with garbage_collection_threshold its blocks’ ages never repeat'
+    }), so later steps are not proven to fit: the peaks are those of these steps.`,
 
   // Max batch
   rSearchTitle: 'Largest batch that fits',
@@ -309,6 +313,10 @@ const zh = {
     '参数按训练时的数据类型创建，并按模块顺序逐个移到 GPU 上，和 from_pretrained(..., dtype=...) 之后再 .to("cuda") 一样。如果先在 GPU 上以 fp32 构建模型再转换类型，释放的块会留在缓存中，预留显存会更多。',
   rNoteStoppedAtOom: (step: number, phase: string) => `模拟在第 ${step} 步（${phase}）遇到显存不足时停止：峰值是出错之前达到的值。`,
   rNoteCustomGpu: (gpu: string, size: string) => `显存上限（${size}）超过了 ${gpu} 的容量：按这个大小的自定义 GPU 模拟，其他参数沿用 ${gpu}。`,
+  rNoteNotSteady: (steps: number, reason: 'max_steps' | 'work_limit' | 'garbage_collection') =>
+    `缓存分配器的状态在模拟的 ${steps} 步内没有重复（${
+      reason === 'max_steps' ? '已达 memplan 模拟的最多步数' : reason === 'work_limit' ? '已达计算量上限允许的步数' : '开启 garbage_collection_threshold 后，块的“年龄”不会重复'
+    }），所以无法证明之后的步也放得下：峰值只是这些步的峰值。`,
 
   rSearchTitle: '最大可行 batch size',
   rSearchRunning: (n: number) => `搜索中：已尝试 ${n} 个批量大小`,

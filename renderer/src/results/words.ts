@@ -87,6 +87,8 @@ export function noteText(m: M, n: Note, locale: Locale): string {
       return m.rNoteStoppedAtOom(n.step, phaseName(m, n.phase));
     case 'custom_gpu_from_cap':
       return m.rNoteCustomGpu(n.base_gpu, formatBytes(n.memory_limit_bytes, locale));
+    case 'not_steady':
+      return m.rNoteNotSteady(n.steps, n.reason);
   }
 }
 

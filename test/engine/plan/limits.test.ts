@@ -52,9 +52,9 @@ function valid(value: unknown): Plan {
 }
 
 /** Every allocator event of a simulation, counted. */
-function simulatedEvents(p: Plan): number {
+function simulatedEvents(p: Plan, options: { untilSteady?: boolean; maxEvents?: number } = {}): number {
   let events = 0;
-  simulate(p, { device: planGpu(p, catalog, convTable), onTrace: () => void events++, timelinePoints: 0, peakDetails: false });
+  simulate(p, { device: planGpu(p, catalog, convTable), onTrace: () => void events++, timelinePoints: 0, peakDetails: false, ...options });
   return events;
 }
 
@@ -133,12 +133,37 @@ describe('the work estimate', () => {
     ['every layer type, fp16', plan(everyLayer, { precision: 'fp16' })],
     ['tokens and attention', plan({ input_shape: [16], layers: [{ type: 'embedding', num_embeddings: 100, embedding_dim: 32 }, { type: 'repeat', count: 2, layers: [{ type: 'residual', layers: [{ type: 'self_attention', embed_dim: 32, num_heads: 4 }] }] }, { type: 'linear', in_features: 32, out_features: 100 }] }, { precision: 'bf16' })],
   ];
-  it.each(cases)('bounds the events simulated: %s', (_name, value) => {
+  it.each(cases)("bounds the events of the plan's own steps: %s", (_name, value) => {
     const p = valid(value);
-    const estimate = estimateWork(p, hfOf(p)).events;
-    const actual = simulatedEvents(p);
-    expect(estimate).toBeGreaterThanOrEqual(actual);
-    expect(estimate).toBeLessThanOrEqual(6 * actual);
+    const work = estimateWork(p, hfOf(p));
+    const actual = simulatedEvents({ ...p, training: { ...p.training, steps: work.steps } }, { untilSteady: false });
+    expect(work.events).toBeGreaterThanOrEqual(actual);
+    expect(work.events).toBeLessThanOrEqual(6 * actual);
+  });
+
+  it("stops the steps past the plan's own at the work limit, and says steady state is not proven", () => {
+    // Checkpointed convolutions and linears in AMP take more than the plan's 3 steps + 1 to repeat a state.
+    const p = valid(plan(everyLayer, { precision: 'amp_bf16', activation_checkpointing: true }));
+    const run = (maxEvents?: number) => simulate(p, { device: planGpu(p, catalog, convTable), timelinePoints: 0, peakDetails: false, maxEvents });
+    const settled = run();
+    expect(settled.steps.length).toBeGreaterThan(p.training.steps + 1);
+    expect(settled.notes.map((n) => n.id)).not.toContain('not_steady');
+    // The plan's own steps always run; none after them fits a budget they already spent.
+    const bounded = run(1);
+    expect(bounded.steps.length).toBe(p.training.steps);
+    expect(bounded.peak_reserved_bytes).toBe(Math.max(...settled.steps.slice(0, p.training.steps).map((s) => s.peak_reserved_bytes)));
+    // A budget between: more steps than the plan's, fewer than to steady state.
+    const between = run(simulatedEvents(p, { untilSteady: false }) * 1.5);
+    expect(between.steps.length).toBeGreaterThan(p.training.steps);
+    expect(between.steps.length).toBeLessThan(settled.steps.length);
+    expect(bounded.notes).toContainEqual({ id: 'not_steady', steps: p.training.steps, reason: 'work_limit' });
+    expect(simulateResultSchema.parse(bounded)).toEqual(bounded);
+  });
+
+  it('with garbage collection under a cap the state never provably repeats: 20 steps, said so', () => {
+    const p = valid(plan(mlp, {}, { gpu: { memory_limit_bytes: 2 ** 31 }, allocator: { conf: 'garbage_collection_threshold:0.6' } }));
+    const r = simulate(p, { device: planGpu(p, catalog), timelinePoints: 0, peakDetails: false });
+    expect(r.notes).toContainEqual({ id: 'not_steady', steps: 20, reason: 'garbage_collection' });
   });
 
   it('the peak does not change past the second micro-step (what the micro-step message advises)', () => {
