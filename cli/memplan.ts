@@ -59,6 +59,13 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
+// `memplan ... | head`: the reader has what it wanted and closed the pipe. Stop quietly, as a command killed by
+// SIGPIPE does, instead of Node's unhandled 'error' event with its stack.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {

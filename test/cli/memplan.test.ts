@@ -1,5 +1,5 @@
 /** The memplan command as a user runs it: exit codes, messages, JSON. */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -202,5 +202,15 @@ describe('memplan simulate and max-batch', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^memplan: --gpu: unknown GPU "h100-sxn"/);
     expect(bad.stderr).toContain('h100-sxm');
+  });
+
+  it('stops quietly when the reader closes the pipe (memplan ... | head)', async () => {
+    const child = spawn(process.execPath, [join(root, 'cli/memplan.ts'), 'simulate', join(root, 'examples/gpt2-config-json.plan.json'), '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy(); // the reader is gone before memplan writes: its write fails with EPIPE
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
   });
 });
