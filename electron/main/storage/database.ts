@@ -62,6 +62,25 @@ function isCorruption(error: unknown): boolean {
   return code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT'));
 }
 
+/**
+ * `PRAGMA journal_mode = WAL`, retried while another connection holds the lock it needs: SQLite answers SQLITE_BUSY
+ * at once, without the busy handler, when that would deadlock (two processes opening a new file at once).
+ * A file already in WAL mode needs no lock.
+ */
+function enableWal(db: Database.Database): void {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw error;
+      Atomics.wait(pause, 0, 0, 10);
+    }
+  }
+}
+
 /** Opens the file and checks it; throws on corruption (a failed check included) so the caller can move it aside. */
 function openChecked(path: string): Database.Database {
   const db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
@@ -114,7 +133,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): OpenedDat
     const version = userVersion(db);
     if (version > latest) throw new DatabaseTooNewError(path, version);
     // Only now: switching to WAL rewrites the header, and a newer app's file must stay as it was.
-    db.pragma('journal_mode = WAL');
+    enableWal(db);
     if (version < latest && hasSchema(db)) {
       const backupDir = options.backupDir ?? join(dirname(path), 'backups');
       mkdirSync(backupDir, { recursive: true });

@@ -101,16 +101,25 @@ export function userVersion(db: Database.Database): number {
   return db.pragma('user_version', { simple: true }) as number;
 }
 
-/** Applies the steps after the database's version, each in its own transaction. Returns the versions applied. */
+/**
+ * Applies the steps after the database's version, each in its own transaction. Returns the versions applied.
+ * Each transaction is IMMEDIATE and reads the version inside it: two processes opening a new file at once (a second
+ * app version, the durability test's writers) would otherwise both see version 0 and the second would fail with
+ * "table plans already exists"; this way the second waits for the first's commit (the busy timeout) and skips.
+ */
 export function migrate(db: Database.Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
   const applied: number[] = [];
   for (const migration of migrations) {
     if (migration.version <= userVersion(db)) continue;
-    db.transaction(() => {
-      db.exec(migration.sql);
-      db.pragma(`user_version = ${migration.version}`);
-    })();
-    applied.push(migration.version);
+    const ran = db
+      .transaction(() => {
+        if (migration.version <= userVersion(db)) return false;
+        db.exec(migration.sql);
+        db.pragma(`user_version = ${migration.version}`);
+        return true;
+      })
+      .immediate();
+    if (ran) applied.push(migration.version);
   }
   return applied;
 }

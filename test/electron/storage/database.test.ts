@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -108,6 +109,31 @@ describe('opening plans.sqlite', () => {
     expect(existsSync(`${path}.corrupt-2026-11-24T03-40-00-000Z`)).toBe(true);
     expect((db.prepare('SELECT count(*) AS n FROM plans').get() as { n: number }).n).toBe(0);
     db.close();
+  });
+
+  it('six processes opening a new file at once all open it; the migrations run once', async () => {
+    // Found by the durability test: both saw version 0 and the second failed with "table plans already exists".
+    const script = new URL('./open-once.ts', import.meta.url).pathname;
+    for (let round = 0; round < 12; round++) {
+      const path = join(tempDir(), 'data', 'plans.sqlite');
+      const runs = await Promise.all(
+        Array.from({ length: 6 }, () => {
+          const child = spawn(process.execPath, [script, path], { stdio: ['ignore', 'pipe', 'pipe'] });
+          let out = '';
+          child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+          child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+          return new Promise<{ code: number | null; out: string }>((resolve) => child.on('close', (code) => resolve({ code, out })));
+        }),
+      );
+      for (const r of runs) expect(r, r.out).toMatchObject({ code: 0 });
+      const reports = runs.map((r) => JSON.parse(r.out) as { migrated: number[]; plans: number });
+      // Every migration applied by exactly one of them.
+      expect(reports.flatMap((r) => r.migrated).sort((a, b) => a - b)).toEqual(MIGRATIONS.map((m) => m.version));
+      const db = new Database(path);
+      expect(userVersion(db)).toBe(LATEST_VERSION);
+      expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      db.close();
+    }
   });
 
   it('migrate() applies nothing to a database already at the latest version', () => {
