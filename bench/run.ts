@@ -166,3 +166,8 @@ process.stdout.write(memory.stdout || memory.stderr);
   if (!answer) throw new Error('the worker gave no max-batch result');
   console.log(`the app's worker, warm: max-batch GPT-2 XL on an H100: first trial after ${first.toFixed(0)} ms, answer (${(answer as { max_batch: number }).max_batch}) after ${(performance.now() - start).toFixed(0)} ms over ${trials} trials (targets: 100 ms, 1 s)`);
 }
+
+// The memplan command as a user runs it (issue #15): whole processes, the median of 3, in a table.
+console.log('');
+const cliTable = spawnSync(process.execPath, [new URL('./cli.ts', import.meta.url).pathname], { encoding: 'utf8' });
+process.stdout.write(cliTable.stdout || cliTable.stderr);

@@ -1,0 +1,70 @@
+/**
+ * Whole-process timings of the `memplan` command (issue #15): each command run as a user runs it, in a new Node
+ * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target.
+ * Run by `npm run bench` (bench/run.ts) and on its own: `node bench/cli.ts [runs]`.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const runs = Number(process.argv[2] ?? 3);
+const cli = new URL('../cli/memplan.ts', import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), 'memplan-bench-'));
+
+const plan = (name: string, model: unknown, training: Record<string, unknown>, gpu: Record<string, unknown>) => {
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify({ format: 'memplan.plan', version: 1, name, model, training, gpu }));
+  return file;
+};
+const GiB = 2 ** 30;
+const TiB = 2 ** 40;
+const xl = plan('gpt2-xl', { preset: 'gpt2-xl' }, { batch_size: 4, seq_len: 1024, precision: 'amp_bf16', optimizer: 'adamw' }, { name: 'h100-sxm' });
+const xl80 = plan('gpt2-xl-80g', { preset: 'gpt2-xl' }, { batch_size: 4, seq_len: 1024, precision: 'amp_bf16', optimizer: 'adamw' }, { memory_limit_bytes: 80 * GiB });
+const llama70 = (cap: number) =>
+  plan(`llama-2-70b-${cap / TiB}t`, { preset: 'llama-2-70b' }, { batch_size: 1, seq_len: 4096, precision: 'bf16', activation_checkpointing: true }, { memory_limit_bytes: cap });
+const llama405 = (cap: number) =>
+  plan(
+    `llama-405b-${cap / TiB}t`,
+    {
+      hf_config: {
+        model_type: 'llama',
+        hidden_size: 16384,
+        intermediate_size: 53248,
+        num_hidden_layers: 126,
+        num_attention_heads: 128,
+        num_key_value_heads: 8,
+        vocab_size: 128256,
+        max_position_embeddings: 131072,
+      },
+    },
+    { batch_size: 1, seq_len: 4096, precision: 'bf16', activation_checkpointing: true },
+    { memory_limit_bytes: cap },
+  );
+
+const rows: { label: string; args: string[]; target: string }[] = [
+  { label: 'GPT-2 XL (batch 4, seq 1024, AMP bf16, AdamW) `simulate`', args: ['simulate', xl], target: '<= 0.2 s' },
+  { label: 'GPT-2 XL `max-batch` on an 80 GiB cap', args: ['max-batch', xl80], target: '<= 0.5 s' },
+  { label: 'Llama-2-70B-shaped (bf16, batch 1, seq 4096, checkpointing) `simulate`', args: ['simulate', llama70(2 * TiB)], target: '<= 0.4 s' },
+  { label: 'the same `max-batch` on a 2 TiB custom GPU', args: ['max-batch', llama70(2 * TiB)], target: '<= 1.5 s' },
+  { label: '405B-shaped Llama `simulate` (8 TiB)', args: ['simulate', llama405(8 * TiB)], target: '<= 0.8 s' },
+  { label: '405B-shaped Llama `max-batch` on 8 TiB', args: ['max-batch', llama405(8 * TiB)], target: '<= 3 s' },
+];
+
+const seconds = (args: string[]) => {
+  const start = performance.now();
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+  const s = (performance.now() - start) / 1000;
+  if (r.status !== 0) throw new Error(`memplan ${args.join(' ')} failed: ${r.stderr}`);
+  return s;
+};
+console.log(`| command | now (median of ${runs}, whole process) | target |`);
+console.log('|---|---|---|');
+try {
+  for (const row of rows) {
+    const times = Array.from({ length: runs }, () => seconds(row.args)).sort((a, b) => a - b);
+    console.log(`| ${row.label} | ${times[Math.floor(runs / 2)]!.toFixed(2)} s (${times.map((t) => t.toFixed(2)).join(', ')}) | ${row.target} |`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
