@@ -18,6 +18,7 @@ import type { Plan } from '../../engine/plan/schema.ts';
 import { settingLabel, settingValueText } from '../../renderer/src/compare/words.ts';
 import { catalogues } from '../../renderer/src/i18n/index.ts';
 import { escapeText } from '../../renderer/src/export/markdown.ts';
+import { caveatWords } from '../../renderer/src/results/words.ts';
 
 const root = new URL('../../', import.meta.url);
 const catalog = parseGpuCatalog(JSON.parse(readFileSync(new URL('resources/gpus.json', root), 'utf8')));
@@ -152,6 +153,21 @@ describe('a plan’s report', () => {
     expectWellFormed(zh);
   });
 
+  it('says what the answer assumes and how sure memplan is, as the result view does', () => {
+    const caveats = a.result.caveats!;
+    const section = md.slice(md.indexOf('## What this answer assumes'));
+    expect(section.split('\n')[2]).toBe(`**${catalogues.en.rConfidence(caveats.confidence)}**`);
+    for (const c of caveats.items) {
+      const text = caveatWords(catalogues.en, c, (id) => (id === a.result.gpu.id ? a.result.gpu.name : id)).text;
+      expect(section).toContain(`- ${escapeText(text)}`);
+    }
+    expect(caveats.items.length).toBeGreaterThan(3);
+    // a result stored before memplan reported caveats has no such section
+    const old = planReport({ name: 'x', plan: a.plan, simulation: { ...a.result, caveats: null }, locale: 'en', generatedAt: AT });
+    expect(old).not.toContain('What this answer assumes');
+    expect(planReport({ name: 'x', plan: a.plan, simulation: a.result, locale: 'zh-CN', generatedAt: AT })).toContain('## 这个结果的前提');
+  });
+
   it('says when there is no result', () => {
     expect(planReport({ name: 'x', plan: a.plan, simulation: null, locale: 'en', generatedAt: AT })).toContain('No result: the plan has not been simulated');
   });
@@ -193,6 +209,12 @@ describe('a comparison’s report', () => {
     expect(row[2]).toBe(`${formatBytes(b.result.peak_reserved_bytes, 'en')} (${formatBytes(diff, 'en', { signed: true })}, ${formatPercent(diff / base, 'en', { signed: true })})`);
     expect(diff).toBeGreaterThan(0);
     expect(c.result.peak_reserved_bytes).toBeLessThan(b.result.peak_reserved_bytes);
+  });
+
+  it('gives each plan’s confidence', () => {
+    const numbers = tables(prose(md)).find((t) => t.header[0] === 'Quantity')!;
+    const row = numbers.rows.find((r) => r[0] === 'Confidence')!;
+    expect(row.slice(1)).toEqual([a, b, c].map((x) => catalogues.en.rConfidence(x.result.caveats!.confidence)));
   });
 
   it('says which plan was edited since, and what changed, escaped', () => {

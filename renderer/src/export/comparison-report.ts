@@ -81,6 +81,8 @@ export function comparisonReport(input: ComparisonReportInput): string {
     [
       [w.x.xGpu, ...sims.map((s) => s?.gpu.name ?? '—')],
       [w.x.xFits, ...sims.map((s) => (s ? (s.fits ? w.x.xYes : w.x.xNo) : '—'))],
+      // how sure memplan is of each (its grounds are in each plan's own report); '—' for results stored before
+      [w.x.xConfidence, ...sims.map((s) => (s?.caveats ? w.r.rConfidence(s.caveats.confidence) : '—'))],
       numberRow(w.r.rPeakAllocated, (s) => s.peak_allocated_bytes),
       numberRow(w.r.rPeakReserved, (s) => s.peak_reserved_bytes),
       numberRow(w.r.rNvidiaSmi, (s) => s.nvidia_smi_bytes),

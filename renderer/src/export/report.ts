@@ -4,10 +4,10 @@
  * beside the .md file. User text (name, notes, tags, setting values) is escaped (Note [User text in reports]).
  * Pure (no DOM): the caller renders the charts (png.ts) and saves the files (actions.ts).
  */
-import type { AdviceItem, MaxBatchResult, SimulateResult } from '../../../engine/result/index.ts';
+import type { AdviceItem, Caveats, MaxBatchResult, SimulateResult } from '../../../engine/result/index.ts';
 import type { Locale } from '../i18n/types.ts';
 import { CATEGORIES } from '../charts/categories.ts';
-import { adviceWords, categoryName, noteText, phaseName } from '../results/words.ts';
+import { adviceWords, caveatWords, categoryName, noteText, phaseName } from '../results/words.ts';
 import { bold, bulletList, code, document, escapeText, heading, image, raw, table, type Inline } from './markdown.ts';
 import { planSettings } from './settings.ts';
 import { reportWords, type ReportImage, type ReportWords } from './words.ts';
@@ -70,6 +70,22 @@ function maxBatchSection(w: ReportWords, mb: MaxBatchResult, img: ReportImage | 
   ]).trimEnd();
 }
 
+/**
+ * What the answer assumes and how sure memplan is, as the result view's Caveats card says it: the confidence with
+ * its grounds, then the assumptions. `gpu` names the catalog id the caveats use as PyTorch prints it.
+ */
+export function caveatsSection(w: ReportWords, caveats: Caveats, gpu: { id: string; name: string } | null): string {
+  const words = caveats.items.map((c) => caveatWords(w.r, c, (id) => (gpu && id === gpu.id ? gpu.name : id)));
+  const grounds = words.filter((c) => c.kind === 'ground').map((c) => c.text);
+  const assumptions = words.filter((c) => c.kind === 'assumption').map((c) => c.text);
+  return document([
+    heading(2, w.r.rCaveatsTitle),
+    bold(w.r.rConfidence(caveats.confidence)).markdown,
+    grounds.length > 0 ? document([escapeText(w.r.rConfidenceWhy), bulletList(grounds)]).trimEnd() : null,
+    document([escapeText(w.r.rAssumes), bulletList(assumptions)]).trimEnd(),
+  ]).trimEnd();
+}
+
 /** The advice as a table: the change, the exact setting, the peak reserved with it, what it saves, fits. */
 export function adviceTable(w: ReportWords, items: readonly AdviceItem[]): string {
   const withBatch = items.some((a) => a.max_batch !== undefined);
@@ -99,6 +115,8 @@ export function planReport(input: PlanReportInput): string {
   const w = reportWords(input.locale);
   const s = input.simulation;
   const tags = (input.tags ?? []).filter((t) => t.trim().length > 0);
+  // null in results stored before memplan reported caveats
+  const caveats = s?.caveats ?? input.maxBatch?.caveats ?? null;
   return document([
     heading(1, input.name),
     escapeText(w.x.xGenerated(w.date(input.generatedAt))),
@@ -128,6 +146,7 @@ export function planReport(input: PlanReportInput): string {
       : escapeText(w.x.xNoResult),
 
     input.maxBatch ? maxBatchSection(w, input.maxBatch, input.images?.batchCurve) : null,
+    caveats ? caveatsSection(w, caveats, s?.gpu ?? input.maxBatch?.gpu ?? null) : null,
 
     input.advice && input.advice.length > 0 ? document([heading(2, w.x.xAdvice), adviceTable(w, input.advice)]).trimEnd() : null,
     s && s.notes.length > 0 ? document([heading(2, w.r.rNotesTitle), bulletList(s.notes.map((n) => noteText(w.r, n, w.locale)))]).trimEnd() : null,
