@@ -24,6 +24,7 @@ export const INVOKE_CHANNELS = [
   'comparisons:get',
   'comparisons:save',
   'comparisons:delete',
+  'comparisons:restore',
   'snapshots:attach',
   'snapshots:list',
   'snapshots:get',

@@ -165,6 +165,7 @@ export const MIN_COMPARED_PLANS = 2;
 export const MAX_COMPARED_PLANS = 4;
 
 export const comparisonIdSchema = z.uuid({ error: 'must be a comparison id (a UUID)' });
+export const comparisonUndoTokenSchema = z.object({ id: comparisonIdSchema, undo_token: z.uuid({ error: 'must be the undo token that delete returned' }) });
 
 export const comparedPlanIdsSchema = z
   .array(planIdSchema, { error: 'must be a list of plan ids' })
@@ -328,8 +329,10 @@ export const contract = {
     args: z.strictObject({ id: comparisonIdSchema.optional(), name: planNameSchema, plan_ids: comparedPlanIdsSchema }),
     result: comparisonSummarySchema,
   },
-  /** Removes the comparison (its plans stay). */
-  'comparisons:delete': { args: z.strictObject({ id: comparisonIdSchema }), result: z.object({ id: comparisonIdSchema }) },
+  /** Removes the comparison (its plans stay); the answer is what restore needs, for the undo period (30 days). */
+  'comparisons:delete': { args: z.strictObject({ id: comparisonIdSchema }), result: comparisonUndoTokenSchema },
+  /** Undoes the delete that answered `undo_token`. */
+  'comparisons:restore': { args: z.strictObject(comparisonUndoTokenSchema.shape), result: comparisonSummarySchema },
   /**
    * Attaches a PyTorch memory snapshot to a saved plan: the file's `bytes` (stored gzipped, at most
    * MAX_ATTACHED_SNAPSHOT_BYTES so) and its replay `result` (kind `replay`). The same file attached to the same plan
@@ -390,6 +393,7 @@ export type ResultSummary = z.output<typeof resultSummarySchema>;
 export type ResultJson = z.output<typeof resultJsonSchema>;
 export type RowProblem = z.output<typeof rowProblemSchema>;
 export type UndoToken = z.output<typeof undoTokenSchema>;
+export type ComparisonUndoToken = z.output<typeof comparisonUndoTokenSchema>;
 export type StorageNotice = z.output<typeof storageNoticeSchema>;
 export type AppInfo = z.output<typeof appInfoSchema>;
 export type FileFilter = z.output<typeof fileFilterSchema>;

@@ -191,6 +191,18 @@ describe('comparing saved plans', () => {
     // Saving again compares the current versions: the note goes.
     await page.locator('[data-testid="compare-save"]').click();
     await expect.poll(() => page.locator('[data-testid^="column-status-"]').count()).toBe(0);
+
+    // Deleted from the sidebar, and back with Undo from the toast, its plans in their order, after a reload too.
+    const saved = page.locator('.comparison-item[data-comparison-name="Checkpointing and GPUs"]');
+    await saved.hover();
+    await saved.locator('button[aria-label^="Delete comparison"]').click();
+    await expect.poll(() => saved.count()).toBe(0);
+    await page.locator('.toast', { hasText: 'Deleted the comparison' }).locator('button', { hasText: 'Undo' }).click();
+    await page.locator('.toast', { hasText: 'Restored the comparison “Checkpointing and GPUs”' }).waitFor();
+    await page.reload();
+    await saved.locator('.open').click();
+    await waitDone(page);
+    expect(await page.locator('[data-testid="compare-numbers"] thead .name').allTextContents()).toEqual([PLANS[0]!.name, 'GPT-2, checkpointing, batch 16', PLANS[2]!.name]);
     expect(app.errors).toEqual([]);
   });
 

@@ -49,6 +49,7 @@ export function createHandlers({ plans, comparisons, snapshots, dialogs, info, s
     'comparisons:get': ({ id }) => comparisons.get(id),
     'comparisons:save': (args) => comparisons.save(args),
     'comparisons:delete': ({ id }) => comparisons.delete(id),
+    'comparisons:restore': (token) => comparisons.restore(token),
     'snapshots:attach': (args) => snapshots.attach(args),
     'snapshots:list': ({ plan_id }) => snapshots.list(plan_id),
     'snapshots:get': ({ id }) => snapshots.get(id),

@@ -10,8 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
-import { describeIssues, type ComparedPlan, type ComparisonList, type ComparisonRecord, type ComparisonSummary, type ParsedArgs, type RowProblem } from '../../common/ipc.ts';
-import { PlanNotFoundError, type PlanStore } from './plan-store.ts';
+import { describeIssues, type ComparisonUndoToken, type ComparedPlan, type ComparisonList, type ComparisonRecord, type ComparisonSummary, type ParsedArgs, type RowProblem } from '../../common/ipc.ts';
+import { PlanNotFoundError, PURGE_DELETED_AFTER_MS, type PlanStore } from './plan-store.ts';
 
 /** No comparison with that id (or it is deleted): the handlers answer `not_found`. */
 export class ComparisonNotFoundError extends Error {
@@ -133,10 +133,26 @@ export class ComparisonStore {
     })();
   }
 
-  /** Removes the comparison (its plans are untouched). */
-  delete(id: string): { id: string } {
-    const changed = this.#db.prepare('DELETE FROM comparisons WHERE id = ? AND deleted_at IS NULL').run(id).changes;
+  /** Soft delete, as for plans: the comparison leaves the list (its plans are untouched); the answer is what restore needs. */
+  delete(id: string): ComparisonUndoToken {
+    const token = randomUUID();
+    const changed = this.#db.prepare('UPDATE comparisons SET deleted_at = ?, undo_token = ? WHERE id = ? AND deleted_at IS NULL').run(this.#now().toISOString(), token, id).changes;
     if (changed === 0) throw new ComparisonNotFoundError(id);
-    return { id };
+    return { id, undo_token: token };
+  }
+
+  /** Undoes the delete that answered `undo_token` (it keeps its place in the list: updated_at is not touched). */
+  restore({ id, undo_token }: ComparisonUndoToken): ComparisonSummary {
+    const changed = this.#db.prepare('UPDATE comparisons SET deleted_at = NULL, undo_token = NULL WHERE id = ? AND deleted_at IS NOT NULL AND undo_token = ?').run(id, undo_token).changes;
+    if (changed === 0) throw new ComparisonNotFoundError(`${id} awaiting restore with that undo token`);
+    const read = this.#read(this.#row(id)!);
+    if (!read.ok) throw new Error(read.problem.message);
+    return read.value.summary;
+  }
+
+  /** Removes comparisons deleted more than `PURGE_DELETED_AFTER_MS` ago (their rows in comparison_plans cascade); returns how many. */
+  purgeDeleted(now: Date = this.#now()): number {
+    const before = new Date(now.getTime() - PURGE_DELETED_AFTER_MS).toISOString();
+    return this.#db.prepare('DELETE FROM comparisons WHERE deleted_at IS NOT NULL AND deleted_at < ?').run(before).changes;
   }
 }

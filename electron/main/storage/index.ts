@@ -32,13 +32,16 @@ export function openStorage(path: string, options: OpenOptions & PlanStoreOption
 function openStores(path: string, options: OpenOptions & PlanStoreOptions): Storage {
   const opened = openDatabase(path, options);
   const plans = new PlanStore(opened.db, options);
+  const comparisons = new ComparisonStore(opened.db, plans, options);
   try {
-    plans.purgeDeleted();
+    // deleted plans and comparisons past their undo period
+    const now = (options.now ?? (() => new Date()))();
+    plans.purgeDeleted(now);
+    comparisons.purgeDeleted(now);
   } catch (error) {
     opened.db.close();
     throw error;
   }
-  const comparisons = new ComparisonStore(opened.db, plans, options);
   const snapshots = new SnapshotStore(opened.db, options);
   const damaged = plans.list().problems.length + comparisons.list().problems.length;
   const notices: StorageNotice[] = [...opened.notices, ...(damaged > 0 ? [{ id: 'rows_damaged' as const, count: damaged }] : [])];

@@ -93,6 +93,13 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX snapshots_plan_file ON snapshots (plan_id, sha256);
     `,
   },
+  {
+    version: 5,
+    description: 'comparisons deleted with an undo token, as plans are, and purged after the same undo period',
+    sql: `
+      ALTER TABLE comparisons ADD COLUMN undo_token TEXT;
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -201,8 +201,8 @@ export class PlanStore {
   }
 
   /** Removes plans deleted more than `PURGE_DELETED_AFTER_MS` ago; returns how many. */
-  purgeDeleted(): number {
-    const before = new Date(this.#now().getTime() - PURGE_DELETED_AFTER_MS).toISOString();
+  purgeDeleted(now: Date = this.#now()): number {
+    const before = new Date(now.getTime() - PURGE_DELETED_AFTER_MS).toISOString();
     return this.#db.prepare('DELETE FROM plans WHERE deleted_at IS NOT NULL AND deleted_at < ?').run(before).changes;
   }
 }

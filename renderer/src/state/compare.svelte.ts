@@ -180,12 +180,25 @@ export class CompareState {
     const memplan = api();
     if (!memplan) return;
     try {
-      await memplan.comparisons.delete({ id: summary.id });
+      const undoToken = await memplan.comparisons.delete({ id: summary.id });
       if (this.savedId === summary.id) {
         this.savedId = null;
         this.savedAs = null;
       }
-      toasts.show(settings.m.cmpToastDeleted(summary.name));
+      toasts.show(settings.m.cmpToastDeleted(summary.name), {
+        action: {
+          label: settings.m.undo,
+          run: async () => {
+            try {
+              await memplan.comparisons.restore(undoToken);
+              toasts.show(settings.m.cmpToastRestored(summary.name));
+              await this.refreshSaved();
+            } catch (error) {
+              toasts.show((error as Error).message, { tone: 'error', ms: 6000 });
+            }
+          },
+        },
+      });
       await this.refreshSaved();
     } catch (error) {
       toasts.show((error as Error).message, { tone: 'error', ms: 6000 });

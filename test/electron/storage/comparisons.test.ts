@@ -95,12 +95,39 @@ describe('saved comparisons', () => {
     const renamed = await value('comparisons:save', { id: first.id, name: 'first, reordered', plan_ids: [b.id, a.id, c.id] });
     expect(renamed).toMatchObject({ id: first.id, plan_ids: [b.id, a.id, c.id], created_at: first.created_at });
     expect((await value('comparisons:list')).comparisons.map((x) => x.name)).toEqual(['first, reordered', 'second']);
-    expect(await value('comparisons:delete', { id: second.id })).toEqual({ id: second.id });
+    expect(await value('comparisons:delete', { id: second.id })).toMatchObject({ id: second.id, undo_token: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     expect((await value('comparisons:list')).comparisons.map((x) => x.name)).toEqual(['first, reordered']);
     expect(await value('comparisons:get', { id: second.id })).toBeNull();
     expect(await error('comparisons:delete', { id: second.id })).toMatchObject({ code: 'not_found' });
     // The plans themselves are untouched.
     expect((await value('plans:list')).plans).toHaveLength(3);
+  });
+
+  it('undoes a delete with its token only, in its place, with its plans; purges it after the undo period', async () => {
+    const first = await value('comparisons:save', { name: 'first', plan_ids: [a.id, b.id] });
+    const second = await value('comparisons:save', { name: 'second', plan_ids: [c.id, b.id, a.id] });
+    const token = await value('comparisons:delete', { id: first.id });
+    // another delete's token, a made-up one, a live comparison: refused, nothing restored
+    const other = await value('comparisons:delete', { id: second.id });
+    expect(await error('comparisons:restore', { id: first.id, undo_token: other.undo_token })).toMatchObject({ code: 'not_found' });
+    expect(await error('comparisons:restore', { id: first.id, undo_token: 'nope' })).toEqual({ code: 'invalid_args', message: 'comparisons.restore: undo_token: must be the undo token that delete returned' });
+    expect((await value('comparisons:list')).comparisons).toEqual([]);
+    expect(await value('comparisons:restore', token)).toEqual(first);
+    expect(await error('comparisons:restore', token)).toMatchObject({ code: 'not_found' });
+    expect(await value('comparisons:restore', other)).toEqual(second);
+    expect((await value('comparisons:list')).comparisons.map((x) => x.name)).toEqual(['second', 'first']);
+    expect((await value('comparisons:get', { id: second.id }))!.plan_ids).toEqual([c.id, b.id, a.id]);
+    // Deleted again and left 30 days: gone when the database opens, its rows in comparison_plans with it.
+    const again = await value('comparisons:delete', { id: first.id });
+    storage.close();
+    clock += 31 * 24 * 3600 * 1000;
+    open();
+    expect(await error('comparisons:restore', again)).toMatchObject({ code: 'not_found' });
+    const db = new Database(path);
+    expect(db.prepare('SELECT count(*) AS n FROM comparisons WHERE id = ?').get(first.id)).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM comparison_plans WHERE comparison_id = ?').get(first.id)).toEqual({ n: 0 });
+    db.close();
+    expect((await value('comparisons:list')).comparisons.map((x) => x.name)).toEqual(['second']);
   });
 
   it('checks its arguments with the contract, naming the field', async () => {
