@@ -168,4 +168,52 @@ describe('a real run next to a plan', () => {
     await screenshot(page, 'snapshot-error-en');
     expect(app.errors).toEqual([]);
   });
+
+  test('a run capped with set_per_process_memory_fraction: the likely cap said, replayed under it, a cap typed', async () => {
+    const { page } = app;
+    // GPT-2 capped at 4,601,151,488 B (the measurement's allowed_bytes): it ran out of memory with room on the device.
+    const bytes = fixture('traces/oom_under_cap.pickle.gz');
+    const snapshot = readSnapshotBytes(bytes);
+    const uncapped: ReplayResult = replay(snapshot, { whatIf: SNAPSHOT_WHAT_IFS });
+    const cap = uncapped.likely_cap!;
+    expect(cap.at_least_bytes).toBeLessThanOrEqual(4_601_151_488);
+    expect(cap.below_bytes).toBeGreaterThan(4_601_151_488);
+    await openSnapshot(app, 'oom_under_cap.pickle.gz', bytes);
+    await page.locator('[data-testid="snapshot-view"][data-status="done"]').waitFor({ timeout: 60_000 });
+    expect(await num(app, '[data-testid="snapshot-fidelity"]', 'data-mismatches')).toBe(uncapped.segment_event_mismatches);
+    expect(uncapped.segment_event_mismatches).toBeGreaterThan(0);
+    const likely = page.locator('[data-testid="snapshot-likely-cap"]');
+    expect(Number(await likely.getAttribute('data-at-least'))).toBe(cap.at_least_bytes);
+    expect(await likely.textContent()).toContain('release-and-retry');
+    expect(await page.locator('#snapshot-cap').inputValue()).toBe('');
+    await screenshot(page, 'snapshot-likely-cap-en');
+
+    // One click: replayed under the cap's lower bound, every segment event as recorded; the field holds it.
+    await likely.locator('button').click();
+    await page.locator('[data-testid="snapshot-view"][data-status="done"]').waitFor({ timeout: 60_000 });
+    await expect.poll(() => num(app, '[data-testid="snapshot-fidelity"]', 'data-mismatches')).toBe(0);
+    const capped: ReplayResult = replay(snapshot, { whatIf: SNAPSHOT_WHAT_IFS, memoryLimitBytes: cap.at_least_bytes });
+    expect(capped.segment_event_mismatches).toBe(0);
+    expect(await page.locator('[data-testid="snapshot-likely-cap"]').count()).toBe(0);
+    expect(await page.locator('#snapshot-cap').inputValue()).toBe(String(Number((cap.at_least_bytes / 2 ** 30).toFixed(3))));
+    expect(await page.locator('[data-testid="snapshot-view"] .meta').textContent()).toMatch(/ · replayed under a cap of 4\.13\sGiB$/);
+    const rows = page.locator('[data-testid="snapshot-what-if"] tbody tr[data-conf]');
+    for (const [i, w] of capped.what_if.entries()) expect(Number(await rows.nth(i).getAttribute('data-peak-reserved'))).toBe(w.peak_reserved_bytes);
+
+    // A cap typed in GiB (the measurement's own, rounded), and one too small: refused beside the field, nothing replayed.
+    await page.locator('#snapshot-cap').fill('0.001');
+    await page.locator('[data-testid="snapshot-cap"] button[type="submit"]').click();
+    expect(await page.locator('[data-testid="snapshot-cap"] [role="alert"]').textContent()).toContain('at least 0.002 GiB');
+    expect(await page.locator('#snapshot-cap').inputValue()).toBe('0.001');
+    await page.locator('#snapshot-cap').fill('4.285');
+    await page.locator('[data-testid="snapshot-cap"] button[type="submit"]').click();
+    await expect.poll(() => page.locator('[data-testid="snapshot-view"] .meta').textContent()).toMatch(/replayed under a cap of 4\.29\sGiB$/);
+    await page.locator('[data-testid="snapshot-view"][data-status="done"]').waitFor({ timeout: 60_000 });
+    expect(await num(app, '[data-testid="snapshot-fidelity"]', 'data-mismatches')).toBe(replay(snapshot, { memoryLimitBytes: Math.round(4.285 * 2 ** 30) }).segment_event_mismatches);
+    // Emptied: no cap again, and the suggestion comes back.
+    await page.locator('#snapshot-cap').fill('');
+    await page.locator('[data-testid="snapshot-cap"] button[type="submit"]').click();
+    await page.locator('[data-testid="snapshot-likely-cap"]').waitFor({ timeout: 60_000 });
+    expect(app.errors).toEqual([]);
+  });
 });

@@ -28,6 +28,11 @@ export class SnapshotSession {
   result = $state.raw<ReplayResult | null>(null);
   /** The stored size of the file (for the note on attaching). */
   sizeBytes = $state(0);
+  /**
+   * The cap the recorded run ran under (set_per_process_memory_fraction, which snapshots do not record), in bytes;
+   * null for none. Reading a new file clears it; the replay's `likely_cap` suggests one.
+   */
+  capBytes = $state<number | null>(null);
 
   /** Saved plans to compare with, and the one chosen. */
   plans = $state.raw<PlanSummary[]>([]);
@@ -83,6 +88,7 @@ export class SnapshotSession {
     const file = await memplan.files.openBytes({ purpose: 'snapshot' });
     if (!file) return;
     this.attachedId = null;
+    this.capBytes = null;
     this.read(file.name, file.bytes);
   }
 
@@ -99,7 +105,17 @@ export class SnapshotSession {
     this.error = null;
     this.result = null;
     this.#bytes = null;
-    this.#send({ kind: 'replay', id, bytes, what_if: [...SNAPSHOT_WHAT_IFS], return_bytes: true }, [bytes]);
+    const cap = this.capBytes === null ? {} : { memory_limit_bytes: this.capBytes };
+    this.#send({ kind: 'replay', id, bytes, what_if: [...SNAPSHOT_WHAT_IFS], return_bytes: true, ...cap }, [bytes]);
+  }
+
+  /** Replays the file on screen again under `capBytes` (null: no cap): a new result, not attached yet. */
+  replayWithCap(capBytes: number | null): void {
+    const bytes = this.#bytes;
+    if (this.status !== 'done' || !bytes) return;
+    this.capBytes = capBytes;
+    this.attachedId = null;
+    this.read(this.name, bytes);
   }
 
   cancel(): void {
@@ -227,11 +243,13 @@ export class SnapshotSession {
       this.name = record.name;
       this.sizeBytes = record.stored_bytes;
       this.result = stored.data;
+      this.capBytes = stored.data.memory_limit_bytes;
       this.#bytes = record.bytes;
       this.error = null;
       this.status = 'done';
       return;
     }
+    this.capBytes = record.memory_limit_bytes ?? null;
     this.read(record.name, record.bytes);
   }
 
