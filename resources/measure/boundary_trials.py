@@ -8,7 +8,9 @@ under the plan's cap (set_per_process_memory_fraction), so no earlier trial leav
 cached plans behind. Capped runs share the GPU: the sum of caps (plus 1 GiB each for the CUDA context) stays under
 --budget-gib; an uncapped plan runs alone. The search per case: the predicted batch p, then up (p+1, p+2, p+3,
 doubling steps past them) or down from it, bisection, until a fitting batch L has L+1..L+3 failing.
-Writes DIR/trials.jsonl (one line per trial) and DIR/recordings/NAME.json + NAME.pickle.gz.
+Writes DIR/trials.jsonl (one line per trial) and DIR/recordings/NAME.json + NAME.pickle.gz; with --record-trials
+every trial's snapshot too (DIR/work/NAME_bB.pickle.gz), so a boundary that memplan misses can be compared
+allocation by allocation without running it again.
 """
 import argparse
 import copy
@@ -60,7 +62,16 @@ def run_job(name, plan, out_dir, record, budget, gib=None, timeout=300):
         outcome = mm.run_child(job, mm.plan_alloc_conf(plan), out_dir / f"{name}.log", timeout)
     finally:
         budget.give(w)
+    if record:
+        gzip_snapshot(out_dir / f"{name}.pickle")
     return outcome
+
+
+def gzip_snapshot(pickle_path):
+    if pickle_path.exists():
+        with open(pickle_path, "rb") as src, gzip.open(str(pickle_path) + ".gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        pickle_path.unlink()
 
 
 def summary(batch, outcome):
@@ -99,7 +110,7 @@ def search(case, args, budget, sink, deadline):
         trial = copy.deepcopy(plan)
         trial["training"]["batch_size"] = b
         trial["training"]["steps"] = args.steps
-        outcome = run_job(f"{name}_b{b}", trial, work, False, budget)
+        outcome = run_job(f"{name}_b{b}", trial, work, args.record_trials, budget, timeout=args.trial_timeout)
         s = summary(b, outcome)
         known[b] = s["fits"]
         sink({"case": name, "predicted": p, **s})
@@ -157,6 +168,8 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--max-trials", type=int, default=14)
     parser.add_argument("--time-budget", type=float, default=540)
+    parser.add_argument("--trial-timeout", type=float, default=300, help="seconds one trial may run")
+    parser.add_argument("--record-trials", action="store_true", help="record every trial's memory snapshot")
     args = parser.parse_args()
     cases = json.loads(args.cases.read_text())
     (args.out / "work").mkdir(parents=True, exist_ok=True)
@@ -174,12 +187,7 @@ def main():
 
     def record(rec):
         out = args.out / "recordings"
-        outcome = run_job(rec["name"], rec["plan"], out, True, budget, rec.get("gib"))
-        pickle_path = out / f"{rec['name']}.pickle"
-        if pickle_path.exists():
-            with open(pickle_path, "rb") as src, gzip.open(str(pickle_path) + ".gz", "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            pickle_path.unlink()
+        outcome = run_job(rec["name"], rec["plan"], out, True, budget, rec.get("gib"), args.trial_timeout)
         sink({"recording": rec["name"], **summary(rec["plan"]["training"]["batch_size"], outcome)})
 
     capped = [c for c in cases.get("searches", []) if mm.plan_cap_bytes(c["plan"])]

@@ -80,6 +80,22 @@ CASES = [
     plan("mlp4_amp_bf16_adamw_fused_whole_gpu", relu_mlp(), None, precision="amp_bf16", optimizer="adamw", optimizer_impl="fused"),
     plan("resnet18_amp_bf16_sgdm_whole_gpu", {"torchvision": "resnet18"}, None, precision="amp_bf16", optimizer="sgd_momentum",
          image_size=224),
+    # issue 14: the new families (qwen3, phi3, mistral beyond its window) and LoRA, with and without checkpointing
+    plan("qwen3_4l_amp_bf16_adamw_ckpt_seq128_cap10g", {"hf_config": hf("qwen3_4l_amp_bf16_adamw.json")}, 10,
+         precision="amp_bf16", optimizer="adamw", seq_len=128, activation_checkpointing="non_reentrant"),
+    plan("phi3_4l_bf16_adamw_seq256_cap12g", {"hf_config": hf("phi3_4l_amp_bf16_adamw.json")}, 12, precision="bf16",
+         optimizer="adamw", seq_len=256),
+    plan("mistral_4l_bf16_window256_seq512_cap10g", {"hf_config": hf("mistral_4l_bf16_window256_s512.json")}, 10,
+         precision="bf16", optimizer="adamw", seq_len=512),
+    plan("lora_tinyllama_4l_bf16_ckpt_seq512_cap8g", {"hf_config": hf("lora_tinyllama_4l_amp_bf16_ckpt.json")}, 8,
+         precision="bf16", optimizer="adamw", seq_len=512, activation_checkpointing="non_reentrant",
+         lora={"r": 16, "alpha": 32, "dropout": 0.05,
+               "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}),
+    plan("lora_qwen3_4l_amp_bf16_qv_seq128_cap8g", {"hf_config": hf("qwen3_4l_amp_bf16_adamw.json")}, 8, precision="amp_bf16",
+         optimizer="adamw", seq_len=128, lora={"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}),
+    plan("lora_phi3_4l_bf16_ckpt_reentrant_seq256_cap6g", {"hf_config": hf("phi3_4l_amp_bf16_adamw.json")}, 6, precision="bf16",
+         optimizer="adamw", seq_len=256, activation_checkpointing="reentrant",
+         lora={"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": ["qkv_proj", "o_proj"]}),
 ]
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 /**
  * The boundary suite (test/fixtures/boundary-suite/suite.json, bench/boundary-suite.ts): real max-batch searches on
- * an H100 whose every trial ran 6 steps in a fresh process. Targets (issue 10): memplan's largest batch is never
- * above the largest that fit, at most 2% below it (1 below under 50), and the simulated peak reserved at that
- * batch is within 1% of the real one. Cases with a `known_failure` say which allocation or behaviour differs; they
- * are asserted to still miss, so that a fix shows up here.
+ * an H100 whose every trial ran 6 steps in a fresh process (issue 10; issue 14 added Qwen3, Phi-3, Mistral beyond
+ * its sliding window and LoRA). Targets (issue 10): memplan's largest batch is never above the largest that fit, at
+ * most 2% below it (1 below under 50), and the simulated peak reserved at that batch is within 1% of the real one.
+ * Cases with a `known_failure` say which allocation or behaviour differs; they are asserted to still miss, so that a
+ * fix shows up here.
  */
 import { describe, expect, it } from 'vitest';
 import { evaluateCase, loadSuite } from '../../../bench/boundary-suite.ts';
@@ -18,6 +19,19 @@ describe('the boundary suite: fresh-process searches on an H100', () => {
       expect(fits).toContain(c.largest_fresh);
       if (c.search_complete) for (const b of [1, 2, 3]) expect(c.trials.find((t) => t.batch === c.largest_fresh + b)?.fits).toBe(false);
     }
+  });
+  it("covers issue 14's families: qwen3, phi3, mistral beyond its sliding window, LoRA on two with and without checkpointing", () => {
+    const config = (c: (typeof suite)[number]) => (c.plan.model as { hf_config?: Record<string, unknown> }).hf_config ?? {};
+    const types = new Set(suite.map((c) => config(c).model_type));
+    expect(types).toContain('qwen3');
+    expect(types).toContain('phi3');
+    const beyondWindow = suite.filter((c) => config(c).model_type === 'mistral' && Number(config(c).sliding_window) < Number(c.plan.training.seq_len));
+    expect(beyondWindow.length).toBeGreaterThan(0);
+    const lora = suite.filter((c) => c.plan.training.lora);
+    expect(new Set(lora.map((c) => config(c).model_type)).size).toBeGreaterThanOrEqual(2);
+    const checkpointed = (c: (typeof suite)[number]) => (c.plan.training.activation_checkpointing ?? 'none') !== 'none';
+    expect(lora.some(checkpointed)).toBe(true);
+    expect(lora.some((c) => !checkpointed(c))).toBe(true);
   });
   for (const c of suite) {
     it(`${c.name}${c.known_failure ? ' (known failure)' : ''}`, () => {
