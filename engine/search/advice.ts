@@ -15,7 +15,7 @@ import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../resul
 import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
-import { findMaxBatch, largestBatch } from './max-batch.ts';
+import { bytesPerSample, findMaxBatch, largestBatch } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
 export type Variant = { [Id in AdviceId]: { id: Id; params: Omit<Extract<AdviceItem, { id: Id }>, 'id' | keyof Measures>; plan: Plan } }[AdviceId];
@@ -99,28 +99,30 @@ export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<Advi
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
   // A search trial is the simulation advice would run (peaks only; to steady state).
-  const peakOf = (plan: Plan, trials: readonly Trial[]) => {
+  const peakOf = (plan: Plan, trials: readonly Trial[]): Omit<Trial, 'index'> => {
     const tried = trials.find((t) => t.batch === plan.training.batch_size);
-    if (tried) return { peak_allocated_bytes: tried.peak_allocated_bytes, peak_reserved_bytes: tried.peak_reserved_bytes, fits: tried.fits };
+    if (tried) return tried;
     const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
-    return { peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, fits: r.oom === null };
+    return { batch: plan.training.batch_size, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
   };
   const basePeak = options.basePeakReservedBytes !== undefined && !search ? options.basePeakReservedBytes : peakOf(at, search?.trials ?? []).peak_reserved_bytes;
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
   for (const n of notApplicable) yield { type: 'not_applicable', not_applicable: n };
   const advice: AdviceItem[] = [];
+  // Each variant's search starts from the plan's (Note [Aimed searches]).
+  const start = search ? { batch: at.training.batch_size, bytesPerSample: bytesPerSample(search.trials) } : null;
   for (const v of candidates) {
     let item: AdviceItem;
     try {
       // Under the `batch` goal a variant's own search (its largest batch only) also tries the compared batch, mostly.
-      const largest = search && v.id !== 'accumulation' ? largestBatch(v.plan, { device }) : null;
+      const largest = start && v.id !== 'accumulation' ? largestBatch(v.plan, { device }, start) : null;
       const r = peakOf(v.plan, largest?.trials ?? []);
       item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: basePeak - r.peak_reserved_bytes, fits: r.fits } as AdviceItem;
       if (search) {
         if (v.id === 'accumulation' && r.fits) {
           // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
           item.max_batch = v.params.micro_batch;
-        } else item.max_batch = (largest ?? largestBatch(v.plan, { device })).max_batch;
+        } else item.max_batch = (largest ?? largestBatch(v.plan, { device }, { ...start!, tried: r })).max_batch;
         item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
         if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
       }

@@ -66,68 +66,202 @@ function trialsOf(plan: Plan, options: MaxBatchOptions): Trials {
 
 /**
  * The largest batch that fits (0: none), found as the whole search finds it (`searchMaxBatch` goes on from here
- * to the recommendation); yields each trial.
+ * to the recommendation); yields each trial. With `inferred`, trials far from every simulated outcome that
+ * decides them are not run (Note [Aimed searches]).
  */
-function* searchLargest(options: MaxBatchOptions, { byBatch, run }: Trials): Generator<Trial, number, void> {
+function* searchLargest(options: MaxBatchOptions, trials: Trials, inferred = false): Generator<Trial, number, void> {
   const upper = options.maxBatch ?? 1 << 26;
   // Grow by doubling until a batch fails, then bisect between the last fit and the first failure.
   let good = 0;
   let bad = 0;
   for (let b = 1; b <= upper; b *= 2) {
-    const t = run(b);
-    yield t;
-    if (t.fits) good = b;
+    if (yield* fitsAt(b, trials, inferred)) good = b;
     else {
       bad = b;
       break;
     }
   }
   if (bad === 0) bad = upper + 1;
-  const bisect = function* (lo: number, hi: number): Generator<Trial, number, void> {
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2);
-      let t = byBatch.get(mid);
-      if (!t) yield (t = run(mid));
-      if (t.fits) lo = mid;
-      else hi = mid;
+  good = yield* bisect(good, bad, trials, inferred);
+  // The answer itself is always simulated: if it does not fit, an inference was wrong; search again simulating
+  // every trial (those already run are kept).
+  if (inferred && good > 0 && !(yield* fitsAt(good, trials))) return yield* searchLargest(options, trials);
+  return yield* verifyAbove(good, upper, trials);
+}
+
+/**
+ * Fit is taken as monotonic across gaps wider than this fraction of the batch (Note [Aimed searches]). The widest
+ * non-monotonic stretch measured: BERT-large under 16 GiB runs out at 44 and fits at 47, 6.8% above.
+ */
+const kMonotonicGap = 0.1;
+
+/** Aiming stops at a bracket this narrow (a fraction of its fitting batch): the search goes on from there. */
+const kAimWithin = kMonotonicGap / 4;
+
+/**
+ * Whether a batch fits: its trial, simulated now unless it ran already or (with `inferred`) a simulated batch
+ * more than kMonotonicGap larger fits, or one more than kMonotonicGap smaller runs out, and not both.
+ */
+function* fitsAt(batch: number, { trials, byBatch, run }: Trials, inferred = false): Generator<Trial, boolean, void> {
+  const known = byBatch.get(batch);
+  if (known) return known.fits;
+  if (inferred) {
+    let fits = false;
+    let runsOut = false;
+    for (const t of trials) {
+      if (t.fits && t.batch * (1 - kMonotonicGap) >= batch) fits = true;
+      if (!t.fits && t.batch <= batch * (1 - kMonotonicGap)) runsOut = true;
     }
-    return lo;
-  };
-  good = yield* bisect(good, bad);
-  // Near the limit fit is not monotonic: the answer is a batch whose next kVerifyAbove batches run out, the rule the
-  // boundary suite's fresh-process searches follow (resources/measure/boundary_trials.py). Past a fitting one, grow
-  // by doubling and bisect again.
+    if (fits !== runsOut) return fits;
+  }
+  const t = run(batch);
+  yield t;
+  return t.fits;
+}
+
+/** Bisects between a batch that fits (or 0) and one that runs out: a fitting batch whose next one runs out. */
+function* bisect(lo: number, hi: number, trials: Trials, inferred = false): Generator<Trial, number, void> {
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (yield* fitsAt(mid, trials, inferred)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * The answer from a fitting batch whose next one runs out (0: none fits). Near the limit fit is not monotonic: the
+ * answer is a batch whose next kVerifyAbove batches run out, the rule the boundary suite's fresh-process searches
+ * follow (resources/measure/boundary_trials.py). Past a fitting one, grow by doubling and bisect again.
+ */
+function* verifyAbove(good: number, upper: number, trials: Trials): Generator<Trial, number, void> {
   for (;;) {
     let above = 0;
-    for (let b = good + 1; b <= Math.min(good + kVerifyAbove, upper); b++) {
-      let t = byBatch.get(b);
-      if (!t) yield (t = run(b));
-      if (t.fits) above = b;
-    }
-    if (above === 0) break;
+    for (let b = good + 1; b <= Math.min(good + kVerifyAbove, upper); b++) if (yield* fitsAt(b, trials)) above = b;
+    if (above === 0) return good;
     let lo = above;
     let step = kVerifyAbove + 1;
     for (;;) {
       const b = lo + step;
       if (b > upper) break;
-      let t = byBatch.get(b);
-      if (!t) yield (t = run(b));
-      if (!t.fits) break;
+      if (!(yield* fitsAt(b, trials))) break;
       lo = b;
       step *= 2;
     }
-    good = yield* bisect(lo, Math.min(lo + step, upper + 1));
+    good = yield* bisect(lo, Math.min(lo + step, upper + 1), trials);
   }
-  return good;
+}
+
+/**
+ * Where a search may start from what another search learned (Note [Aimed searches]): a batch to try first, and
+ * how many bytes of peak allocated memory one more sample costs (null: not known).
+ */
+export interface SearchStart {
+  batch: number;
+  bytesPerSample: number | null;
+  /** The start batch's outcome, when the caller has simulated it already (as a trial runs it). */
+  tried?: Omit<Trial, 'index'>;
+}
+
+/**
+ * Bytes of peak allocated memory per sample, from the fitting trials of a search: the slope from the largest
+ * fitting batch down to the largest fitting batch at most half of it, or the smallest (null: fewer than two).
+ */
+export function bytesPerSample(trials: readonly Trial[]): number | null {
+  let top: Trial | undefined;
+  for (const t of trials) if (t.fits && (!top || t.batch > top.batch)) top = t;
+  if (!top) return null;
+  let below: Trial | undefined;
+  for (const t of trials) {
+    if (!t.fits || t.batch >= top.batch) continue;
+    const better = !below || (t.batch <= top.batch / 2 ? below.batch > top.batch / 2 || t.batch > below.batch : below.batch > top.batch / 2 && t.batch < below.batch);
+    if (better) below = t;
+  }
+  if (!below) return null;
+  const slope = (top.peak_allocated_bytes - below.peak_allocated_bytes) / (top.batch - below.batch);
+  return slope > 0 ? slope : null;
+}
+
+/*
+ * Note [Aimed searches]
+ * ~~~~~~~~~~~~~~~~~~~~~
+ * Advice under the batch goal searches the largest batch of each variant of the plan (engine/search/advice.ts).
+ * Grown by doubling from 1, such a search costs about 2 log2(answer) simulations: 18 for Llama 2 70B's 236, each a
+ * whole model. A variant's answer is usually near the plan's, and once activations dominate the peak allocated
+ * memory grows almost linearly in the batch (Llama 2 70B: 27,925 of 27,931 request sizes exactly linear). So a
+ * variant's search starts at the plan's largest batch (a batch advice compares the variant at anyway) and aims
+ * each next trial with the line through its fitting trials (the plan's slope until it has two), keeping a bracket
+ * [largest fitting, smallest failing] that every trial narrows:
+ * - after a batch that fits, where the line reaches the cap: allocated memory cannot pass the cap, so this is
+ *   about the largest batch that could fit (fragmentation and cached blocks make the real one smaller);
+ * - after one that runs out, where the line plus the fitting batch's reserved-but-unallocated bytes reaches the
+ *   cap: about the largest that fits when that overhead stays. Near the cap release-and-retry frees cached
+ *   blocks and the overhead shrinks (Llama 2 70B with expandable segments: 113 GiB at 193, 3 GiB at 236), so
+ *   the truth lies between the two aims.
+ * When an aim falls at or past a batch that ran out, or aiming has not halved the bracket in two trials, the
+ * search bisects. Aiming stops when the bracket is narrower than kAimWithin of its fitting batch.
+ *
+ * Then the search runs as the plan's own does (searchLargest: doubling from 1, bisecting, verifyAbove), so that it
+ * finds the same answer where fit is not monotonic (the MLP of examples/mlp-fp16.plan.json with expandable
+ * segments fits at 649,055 with the next 3 running out, and again at 649,159: the doubling search answers
+ * 649,055), but a trial is not run where simulated trials decide it across a gap of more than kMonotonicGap of
+ * the batch: a batch 10% below one that fits fits, one 10% above one that runs out runs out. Only the trials near
+ * the boundary run; the answer, and the kVerifyAbove batches above it, are always simulated (a wrong inference
+ * makes the search start again simulating every trial). Advice reports none of these trials. The plan's own
+ * search simulates every trial: its trials, unstable region and recommendation are what a user sees.
+ */
+function* aim(cap: number, options: MaxBatchOptions, trials: Trials, start: SearchStart): Generator<Trial, void, void> {
+  const { byBatch, run } = trials;
+  const upper = options.maxBatch ?? 1 << 26;
+  let lo = 0; // the largest batch known to fit (0: none yet)
+  let hi = upper + 1; // the smallest batch above lo known to run out
+  let probes = 0;
+  let widthBefore = Infinity; // the bracket's width two trials ago
+  let next = Math.min(Math.max(1, start.batch), upper);
+  const closeEnough = () => hi - lo <= Math.max(1, lo * kAimWithin);
+  while (!closeEnough()) {
+    let t = byBatch.get(next);
+    if (!t) yield (t = run(next));
+    if (t.fits) lo = next;
+    else hi = next;
+    if (closeEnough()) break;
+    if (++probes % 2 === 0) {
+      const halved = hi - lo <= widthBefore / 2;
+      widthBefore = hi - lo;
+      if (!halved && hi <= upper) {
+        next = Math.floor((lo + hi) / 2);
+        continue;
+      }
+    }
+    const slope = bytesPerSample(trials.trials) ?? start.bytesPerSample;
+    const fit = byBatch.get(lo);
+    if (!fit) next = Math.floor(hi / 2);
+    else if (slope === null) next = hi <= upper ? Math.floor((lo + hi) / 2) : lo * 2;
+    else next = lo + Math.floor((cap - (t.fits ? fit.peak_allocated_bytes : fit.peak_reserved_bytes)) / slope);
+    // An aim at or past a batch that ran out says the line is wrong here: bisect.
+    next = next >= hi ? Math.floor((lo + hi) / 2) : Math.max(next, lo + 1);
+  }
+}
+
+/** A search that aims first, then finds the answer the doubling search finds (Note [Aimed searches]). */
+function* aimedSearch(cap: number, options: MaxBatchOptions, trials: Trials, start: SearchStart): Generator<Trial, number, void> {
+  yield* aim(cap, options, trials, start);
+  return yield* searchLargest(options, trials, true);
 }
 
 /**
  * The largest batch that fits a variant of a plan (advice: engine/search/advice.ts), with the trials that found it:
  * the search's answer, without the recommendation, what limits the batch or what a plan that does not fit needs.
+ * With `start`, the search is aimed from what the plan's own search learned (Note [Aimed searches]).
  */
-export function largestBatch(plan: Plan, options: MaxBatchOptions): { max_batch: number; trials: Trial[] } {
+export function largestBatch(plan: Plan, options: MaxBatchOptions, start?: SearchStart): { max_batch: number; trials: Trial[] } {
   const search = trialsOf(plan, options);
-  const largest = searchLargest(options, search);
+  if (start?.tried) {
+    const trial = { ...start.tried, index: 1 };
+    search.trials.push(trial);
+    search.byBatch.set(trial.batch, trial);
+  }
+  const largest = start ? aimedSearch(capBytes(plan, options.device), options, search, start) : searchLargest(options, search);
   for (;;) {
     const next = largest.next();
     if (next.done) return { max_batch: next.value, trials: search.trials };

@@ -1,0 +1,48 @@
+/**
+ * Advice's searches of a plan's variants start from the plan's own search (Note [Aimed searches]): they find the
+ * answer the doubling search finds, where fit is not monotonic too, in fewer trials.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { planGpu } from '../../../cli/gpus.ts';
+import { findMaxBatch, parsePlan, planVariants, simulate } from '../../../engine/index.ts';
+import { bytesPerSample, largestBatch } from '../../../engine/search/max-batch.ts';
+
+const mlp = parsePlan(JSON.parse(readFileSync(new URL('../../../examples/mlp-fp16.plan.json', import.meta.url), 'utf8')));
+const gpt2 = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2' }, training: { batch_size: 4, seq_len: 1024, precision: 'amp_bf16', optimizer: 'adamw' }, gpu: { memory_limit_bytes: 12 * 2 ** 30 } });
+
+describe('aimed searches', () => {
+  it.each([
+    ['the MLP example', mlp],
+    ['GPT-2 under 12 GiB', gpt2],
+  ])('find the largest batch of every variant of %s as the doubling search does, in fewer trials', (_name, plan) => {
+    const device = planGpu(plan);
+    const search = findMaxBatch(plan, { device });
+    const start = { batch: search.max_batch, bytesPerSample: bytesPerSample(search.trials) };
+    const at = { ...plan, training: { ...plan.training, batch_size: search.max_batch } };
+    let aimedTrials = 0;
+    let doublingTrials = 0;
+    for (const v of planVariants(at, search.max_batch, 'batch').variants) {
+      const doubling = largestBatch(v.plan, { device });
+      const aimed = largestBatch(v.plan, { device }, start);
+      expect(aimed.max_batch, v.id).toBe(doubling.max_batch);
+      // the answer and the next batch are simulated, as in the doubling search
+      expect(aimed.trials.find((t) => t.batch === aimed.max_batch)?.fits, v.id).toBe(true);
+      expect(aimed.trials.find((t) => t.batch === aimed.max_batch + 1)?.fits, v.id).toBe(false);
+      aimedTrials += aimed.trials.length;
+      doublingTrials += doubling.trials.length;
+    }
+    expect(aimedTrials).toBeLessThan(doublingTrials);
+  });
+
+  it('answers as the doubling search where fit is not monotonic far above the plan (MLP with expandable segments: fits at 649,055 and again at 649,159)', () => {
+    const device = planGpu(mlp);
+    const search = findMaxBatch(mlp, { device });
+    expect(search.max_batch).toBe(612608);
+    const variant = { ...mlp, training: { ...mlp.training, batch_size: 612608 }, allocator: { conf: 'expandable_segments:True' } };
+    const aimed = largestBatch(variant, { device }, { batch: 612608, bytesPerSample: bytesPerSample(search.trials) });
+    expect(aimed.max_batch).toBe(649055);
+    const fits = (batch: number) => simulate({ ...variant, training: { ...variant.training, batch_size: batch } }, { device, timelinePoints: 0, peakDetails: false }).oom === null;
+    expect([649056, 649159].map(fits)).toEqual([false, true]);
+  });
+});
