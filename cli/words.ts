@@ -28,6 +28,8 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
       return `set PYTORCH_CUDA_ALLOC_CONF=${a.alloc_conf}`;
     case 'sdpa':
       return 'use scaled_dot_product_attention (attention "sdpa")';
+    case 'lora':
+      return `fine-tune LoRA adapters instead of the whole model: PEFT's defaults, LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]) (training.lora in the plan)`;
   }
 }
 
@@ -38,6 +40,7 @@ const COSTS: Record<AdviceItem['id'], string> = {
   accumulation: 'each optimizer step takes more, smaller forward/backward passes: slower when the GPU was not saturated',
   expandable_segments: 'none in compute; segments grow by mapping pages, which is slower the first time memory is reserved',
   sdpa: 'none: faster, and attention no longer keeps the [L, L] probabilities for backward',
+  lora: 'a different fine-tune: only the adapters learn (the base frozen), which can change the quality reached; a larger r or more target modules cost more memory',
 };
 
 /** What a change costs, in words (a larger effective batch by accumulation keeps the passes' size: there are more of them). */
@@ -53,6 +56,7 @@ const CHANGE_NAMES: Record<AdviceItem['id'], string> = {
   accumulation: 'gradient accumulation',
   expandable_segments: 'expandable segments',
   sdpa: 'scaled_dot_product_attention',
+  lora: 'LoRA',
 };
 
 /** Why a change is not advised, in words: `checkpointing: saves nothing (simulated)`. */
@@ -60,7 +64,7 @@ export function notApplicableText(n: NotApplicable): string {
   const name = CHANGE_NAMES[n.id];
   switch (n.reason_id) {
     case 'already_set':
-      return `${name}: the plan already ${n.id === 'amp_bf16' ? 'trains in reduced precision' : 'uses it'}`;
+      return `${name}: the plan already ${n.id === 'amp_bf16' ? 'trains in reduced precision' : n.id === 'lora' ? 'trains part of the model (LoRA or frozen parameters)' : 'uses it'}`;
     case 'no_optimizer_state':
       return `${name}: plain SGD keeps no optimizer state`;
     case 'batch_of_one':
@@ -71,6 +75,8 @@ export function notApplicableText(n: NotApplicable): string {
       return `${name}: uses ${formatSize(-(n.saved_bytes ?? 0))} more (simulated)`;
     case 'no_larger_batch':
       return `${name}: does not fit a larger effective batch (searched)`;
+    case 'plan_fits':
+      return `${name}: the plan fits as it is (LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit)`;
     case 'not_simulated':
       return `${name}: not simulated for this model yet${n.message ? ` (${n.message})` : ''}`;
   }

@@ -68,7 +68,7 @@ async function run(args: string[]): Promise<void> {
   if (choice.gpu?.trim().toLowerCase() === 'all') throw new InputError('--gpu', '"all" is for max-batch (the largest batch on every GPU of the catalog); simulate takes one GPU');
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = simulate(plan, { device });
-  const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes });
+  const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits });
   if (values.json) {
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice };
     process.stdout.write(stringifyResult(output) + '\n');

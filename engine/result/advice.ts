@@ -23,6 +23,12 @@ export const ADVICE_PARAMS = {
   expandable_segments: { alloc_conf: z.string() },
   /** scaled_dot_product_attention instead of eager attention. */
   sdpa: {},
+  /**
+   * A full fine-tune that does not fit, as LoRA (`training.lora`): PEFT's `LoraConfig` defaults (r 8, lora_alpha 8,
+   * no dropout) on the model type's default `target_modules` (engine/models/peft/lora.ts, `peftDefaultTargets`).
+   * A different fine-tune, not a memory setting: advised only when the plan does not fit.
+   */
+  lora: { r: positiveCount, alpha: z.number().positive(), target_modules: z.array(z.string()) },
 } as const;
 
 export type AdviceId = keyof typeof ADVICE_PARAMS;
@@ -49,6 +55,7 @@ export const adviceItemSchema = z.discriminatedUnion('id', [
   advice('accumulation'),
   advice('expandable_segments'),
   advice('sdpa'),
+  advice('lora'),
 ]);
 
 /** Why a change is not advised for this plan. */
@@ -67,6 +74,8 @@ export const NOT_APPLICABLE_REASONS = [
   'no_larger_batch',
   /** The engine cannot simulate this change for this model yet (`message` says why). */
   'not_simulated',
+  /** The plan fits as it is: a change of what is trained (LoRA) is not advised for memory it does not need. */
+  'plan_fits',
 ] as const;
 
 export const notApplicableSchema = z.object({

@@ -15,6 +15,8 @@ import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../resul
 import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
+import { PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
+import { PRESETS } from '../models/presets.ts';
 import { bytesPerSample, findMaxBatch, largestBatch } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
@@ -70,6 +72,34 @@ export function planVariants(plan: Plan, microBatch = plan.training.batch_size, 
   return { variants, not_applicable: notApplicable };
 }
 
+/** The Hugging Face `model_type` of a plan's model (pasted config.json or preset); null for layer lists and torchvision. */
+function hfModelType(plan: Plan): string | null {
+  const m = plan.model;
+  const config = 'hf_config' in m ? m.hf_config : 'preset' in m && PRESETS[m.preset]?.kind === 'hf' ? (PRESETS[m.preset] as { config: Record<string, unknown> }).config : null;
+  return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
+}
+
+/**
+ * Note [LoRA advice]: LoRA changes what is trained (the base frozen, only adapters learn), so unlike the other
+ * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
+ * batch, under the `batch` goal), with PEFT's defaults on the model type's default targets, which is what
+ * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds. `already_set` when the plan trains adapters
+ * or freezes parameters already; `not_simulated` for a model PEFT has no default for here; `plan_fits` otherwise.
+ */
+function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {
+  const t = plan.training;
+  const modelType = hfModelType(plan);
+  const targets = peftDefaultTargets(modelType ?? '');
+  if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
+  if (targets === null) {
+    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (llama, mistral, qwen2, qwen3, phi3${modelType ? `; not ${modelType}` : ''})`;
+    return { skip: { id: 'lora', reason_id: 'not_simulated', message } };
+  }
+  if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };
+  const lora = { ...PEFT_LORA_DEFAULTS, target_modules: targets, quantization: 'none' as const };
+  return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets }, plan: withTraining(plan, { lora }) } };
+}
+
 /** The variants worth simulating (the `memory` goal). */
 export function variants(plan: Plan): Variant[] {
   return planVariants(plan).variants;
@@ -81,6 +111,8 @@ export interface AdviceOptions {
   goal?: 'memory' | 'batch';
   /** The plan's own peak reserved, when the caller has simulated it already (goal `memory`). */
   basePeakReservedBytes?: number;
+  /** Whether the plan fits, when the caller has simulated it already (goal `memory`; decides the LoRA advice). */
+  baseFits?: boolean;
   /**
    * The plan's own search on the same device, every trial to steady state as `findMaxBatch` runs it by default
    * (goal `batch`; searched here when not given). Its trial at the compared batch gives the plan's peak.
@@ -105,8 +137,13 @@ export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<Advi
     const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
     return { batch: plan.training.batch_size, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
   };
-  const basePeak = options.basePeakReservedBytes !== undefined && !search ? options.basePeakReservedBytes : peakOf(at, search?.trials ?? []).peak_reserved_bytes;
+  const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? []);
+  const basePeak = base ? base.peak_reserved_bytes : options.basePeakReservedBytes!;
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
+  // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
+  const lora = loraVariant(at, () => (search ? search.max_batch >= plan.training.batch_size : (options.baseFits ?? base?.fits ?? peakOf(at, []).fits)));
+  if ('variant' in lora) candidates.push(lora.variant);
+  else notApplicable.push(lora.skip);
   for (const n of notApplicable) yield { type: 'not_applicable', not_applicable: n };
   const advice: AdviceItem[] = [];
   // Each variant's search starts from the plan's (Note [Aimed searches]).

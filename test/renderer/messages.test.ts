@@ -31,6 +31,7 @@ const sample: Record<(typeof ADVICE_IDS)[number], Omit<AdviceItem, 'peak_allocat
   accumulation: { id: 'accumulation', micro_batch: 4, steps: 2, effective_batch: 8, plan_effective_batch: 8 },
   expandable_segments: { id: 'expandable_segments', alloc_conf: 'expandable_segments:True' },
   sdpa: { id: 'sdpa' },
+  lora: { id: 'lora', r: 8, alpha: 8, target_modules: ['q_proj', 'v_proj'] },
 } as never;
 
 const notes: Record<(typeof NOTE_IDS)[number], Note> = {
@@ -57,6 +58,9 @@ describe('the engine ids, worded', () => {
       expect(acc.title).toContain('2');
       expect(acc.detail).toContain('8');
       expect(adviceWords(m, { ...sample.expandable_segments } as AdviceItem, locale).code).toBe('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True');
+      const lora = adviceWords(m, { ...sample.lora } as AdviceItem, locale);
+      expect(lora.code).toBe('LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"])');
+      expect(lora.detail).toContain('q_proj, v_proj');
     });
     it(`words every note, phase and category (${locale})`, () => {
       for (const id of NOTE_IDS) expect(noteText(m, notes[id], locale).length).toBeGreaterThan(20);

@@ -124,6 +124,9 @@ const en = {
   rAdviceExpandableCost: 'No compute cost; segments grow by mapping pages, a little slower the first time memory is reserved.',
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
+  rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
+  rAdviceLoraDetail: (targets: string) => `PEFT’s defaults: r 8, lora_alpha 8, adapters on ${targets}; the base weights frozen`,
+  rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
 
   // Notes
   rNotesTitle: 'Notes',
@@ -199,6 +202,7 @@ const en = {
   rCaveatCustom: 'A custom GPU: the H100’s figures, with the cap as its memory.',
   rCaveatScaler: 'amp_fp16: every step is assumed to update; a run whose first steps overflow (the GradScaler skips them) fits slightly more.',
   rCaveatVitGap: 'Reentrant checkpointing of ViT: memplan reserves about 5% less than was measured (a known gap).',
+  rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source: no run of it has been recorded on a GPU yet, so its numbers are not checked against one.`,
 } as const;
 
 const zh = {
@@ -307,6 +311,9 @@ const zh = {
   rAdviceExpandableCost: '没有计算开销；段通过映射页面增长，第一次预留显存时稍慢。',
   rAdviceSdpa: '用 scaled_dot_product_attention 代替 eager 注意力',
   rAdviceSdpaCost: '没有代价：速度更快，注意力也不再为反向传播保存 L×L 的概率矩阵。',
+  rAdviceLora: '改用 LoRA 适配器微调，而不是全参数微调',
+  rAdviceLoraDetail: (targets: string) => `PEFT 的默认设置：r 8、lora_alpha 8，适配器加在 ${targets} 上；基础模型权重冻结`,
+  rAdviceLoraCost: '这是另一种微调：只训练适配器，效果可能与全参数微调不同；r 越大、目标模块越多，显存占用越多。',
 
   rNotesTitle: '说明',
   rNoteParametersInDtype:
@@ -374,6 +381,7 @@ const zh = {
   rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
   rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
   rCaveatVitGap: 'ViT 使用可重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
+  rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟：还没有在 GPU 上录制过它的运行，所以结果没有经过实测核对。`,
 };
 
 export const results = defineMessages(en, zh);

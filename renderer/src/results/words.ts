@@ -76,6 +76,13 @@ export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
       return { title: m.rAdviceExpandable, detail: null, code: `PYTORCH_CUDA_ALLOC_CONF=${a.alloc_conf}`, cost: m.rAdviceExpandableCost };
     case 'sdpa':
       return { title: m.rAdviceSdpa, detail: null, code: null, cost: m.rAdviceSdpaCost };
+    case 'lora':
+      return {
+        title: m.rAdviceLora,
+        detail: m.rAdviceLoraDetail(a.target_modules.join(', ')),
+        code: `LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}])`,
+        cost: m.rAdviceLoraCost,
+      };
   }
 }
 
@@ -116,6 +123,8 @@ export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (
       return { kind: 'ground', text: m.rCaveatCustom };
     case 'grad_scaler_steps_update':
       return { kind: 'ground', text: m.rCaveatScaler };
+    case 'family_not_measured':
+      return { kind: 'ground', text: m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
     case 'known_gap':
       return { kind: 'ground', text: m.rCaveatVitGap };
   }

@@ -89,3 +89,52 @@ describe('advice', () => {
     for (const a of result.advice) expect(a.max_effective_batch!).toBeGreaterThan(search.effective_batch);
   });
 });
+
+describe('LoRA advice (issue 14, Note [LoRA advice])', () => {
+  const llama = (training: Record<string, unknown>, gpu = 'rtx-4090') =>
+    parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'llama-3-8b' }, training: { batch_size: 1, seq_len: 1024, precision: 'bf16', optimizer: 'adamw', ...training }, gpu: { name: gpu } });
+
+  it("advises PEFT's defaults for a full fine-tune that does not fit, simulated as the plan with training.lora", () => {
+    const p = llama({});
+    const d = planGpu(p);
+    expect(simulate(p, { device: d, timelinePoints: 0 }).fits).toBe(false);
+    const result = advise(p, { device: d });
+    const lora = result.advice.find((a) => a.id === 'lora');
+    expect(lora).toMatchObject({ id: 'lora', r: 8, alpha: 8, target_modules: ['q_proj', 'v_proj'], fits: true });
+    const withLora = parsePlan({ ...p, training: { ...p.training, lora: { r: 8, alpha: 8, target_modules: ['q_proj', 'v_proj'] } } });
+    expect(lora!.peak_reserved_bytes).toBe(simulate(withLora, { device: d, timelinePoints: 0 }).peak_reserved_bytes);
+    // ranked first: the only change that fits
+    expect(result.advice[0]!.id).toBe('lora');
+    expect(adviceResultSchema.parse(result)).toEqual(result);
+  });
+
+  it('is not advised for a plan that fits, nor when the plan trains adapters or frozen parameters already', () => {
+    const fits = llama({}, 'h200');
+    expect(advise(fits, { device: planGpu(fits) }).not_applicable.find((n) => n.id === 'lora')).toEqual({ id: 'lora', reason_id: 'plan_fits' });
+    for (const training of [{ lora: { r: 16, alpha: 32, target_modules: ['q_proj'] } }, { freeze: ['model.embed_tokens.*'] }]) {
+      const p = llama(training);
+      const result = advise(p, { device: planGpu(p) });
+      expect(result.advice.map((a) => a.id)).not.toContain('lora');
+      expect(result.not_applicable.find((n) => n.id === 'lora')).toEqual({ id: 'lora', reason_id: 'already_set' });
+    }
+    // a layer list: no model PEFT has defaults for
+    const n = advise(plan, { device }).not_applicable.find((x) => x.id === 'lora')!;
+    expect(n.reason_id).toBe('not_simulated');
+  });
+
+  it("under the batch goal: when the plan's batch does not fit, the largest batch with adapters", () => {
+    const p = llama({ batch_size: 4, seq_len: 512 }, 'a100-40gb');
+    const d = planGpu(p);
+    const search = findMaxBatch(p, { device: d });
+    expect(search.max_batch).toBeLessThan(4);
+    const lora = advise(p, { device: d, goal: 'batch', maxBatch: search }).advice.find((a) => a.id === 'lora')!;
+    expect(lora.target_modules).toEqual(['q_proj', 'v_proj']);
+    expect(lora.max_batch).toBeGreaterThan(search.max_batch);
+  });
+
+  it('targets the fused qkv_proj on Phi-3, which PEFT has no default for', () => {
+    const p = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'phi-3-mini-4k' }, training: { batch_size: 4, seq_len: 1024, precision: 'bf16', optimizer: 'adamw' }, gpu: { name: 'rtx-4090' } });
+    const lora = advise(p, { device: planGpu(p) }).advice.find((a) => a.id === 'lora');
+    expect(lora).toMatchObject({ target_modules: ['qkv_proj'] });
+  });
+});
