@@ -28,6 +28,19 @@ describe('a fitting region above a failing batch', () => {
     for (const n of [b - 1, b, b + 1]) expect(simulate(at(plan, n), { device, timelinePoints: 0, peakDetails: false }).oom, `batch ${n}`).toBeNull();
   }, 60_000);
 
+  it('a failing batch the recommendation found below the largest is in the region too (every trial, not only the search)', () => {
+    // The AMP fp16 MLP with accumulation under 2.5 GiB: the search answers 6144; bisecting the recommendation
+    // tries 5632, which runs out in memplan's simulation.
+    const plan = suitePlan('mlp_amp_fp16_sgd_accum2_cap2_5g');
+    const device = planGpu(plan);
+    const r = findMaxBatch(plan, { device });
+    expect(r.max_batch).toBe(6144);
+    const failing = r.trials.filter((t) => !t.fits && t.batch < r.max_batch).map((t) => t.batch);
+    expect(failing).toEqual([5632]);
+    expect(r.unstable_region).toEqual({ from_batch: 5632, to_batch: 6144, failing_batches: [5632], fitting_batches: [6144] });
+    expect(r.recommendation.batch).toBeLessThan(5632);
+  }, 60_000);
+
   it('a monotonic search reports no region', () => {
     const plan = suitePlan('gpt2_small_amp_bf16_seq512');
     const r = findMaxBatch(plan, { device: planGpu(plan) });
