@@ -29,6 +29,9 @@ export function caveatsText(c: Caveats): string[] {
       case 'grad_scaler_steps_update':
         grounds.push('amp_fp16: every step is assumed to update (a run whose first steps overflow fits slightly more)');
         break;
+      case 'family_not_measured':
+        grounds.push(`${i.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3'} is simulated from transformers' source, checked only against small recorded runs (peaks within 0.4%), not yet a real largest-batch search`);
+        break;
       case 'known_gap':
         grounds.push('reentrant checkpointing of ViT reserves about 5% less than measured (docs/engine.md)');
         break;

@@ -61,6 +61,23 @@ const qwen2 = (source: string, shape: DecoderShape, parameters: string) => decod
 const qwen3 = (source: string, shape: Omit<DecoderShape, 'vocab_size' | 'max_position_embeddings' | 'head_dim'>, parameters: string) =>
   decoder('Qwen3', 'qwen3', 'Qwen3ForCausalLM', source, { vocab_size: 151936, max_position_embeddings: 40960, head_dim: 128, ...shape }, parameters);
 const phi3 = (source: string, shape: DecoderShape, parameters: string) => decoder('Phi-3', 'phi3', 'Phi3ForCausalLM', source, shape, parameters);
+// Gemma 2 and Gemma 3 (text): tied 256k-token embeddings, gelu_pytorch_tanh, sliding and global layers alternating.
+// Gemma 3's 4B, 12B and 27B are multimodal checkpoints: the presets are their text_config, as Gemma3ForCausalLM
+// loads it (the SigLIP vision tower is not part of it).
+const gemma2 = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'Gemma 2',
+  parameters,
+  source,
+  config: { model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'], vocab_size: 256000, max_position_embeddings: 8192, hidden_activation: 'gelu_pytorch_tanh', sliding_window: 4096, attn_logit_softcapping: 50.0, final_logit_softcapping: 30.0, tie_word_embeddings: true, ...shape },
+});
+const gemma3 = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'Gemma 3',
+  parameters,
+  source,
+  config: { model_type: 'gemma3_text', architectures: ['Gemma3ForCausalLM'], hidden_activation: 'gelu_pytorch_tanh', rope_theta: 1000000, rope_local_base_freq: 10000, sliding_window_pattern: 6, attn_logit_softcapping: null, final_logit_softcapping: null, tie_word_embeddings: true, ...shape },
+});
 
 export const PRESETS: Record<string, Preset> = {
   gpt2: gpt2('openai-community/gpt2', 768, 12, 12, '124M'),
@@ -91,6 +108,13 @@ export const PRESETS: Record<string, Preset> = {
   'phi-3-mini-128k': phi3('microsoft/Phi-3-mini-128k-instruct', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32064, max_position_embeddings: 131072, sliding_window: 262144 }, '3.8B'),
   'phi-3-medium-4k': phi3('microsoft/Phi-3-medium-4k-instruct', { hidden_size: 5120, intermediate_size: 17920, num_hidden_layers: 40, num_attention_heads: 40, num_key_value_heads: 10, vocab_size: 32064, max_position_embeddings: 4096, sliding_window: 2047 }, '14B'),
   'phi-4-mini': phi3('microsoft/Phi-4-mini-instruct', { hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 24, num_key_value_heads: 8, vocab_size: 200064, max_position_embeddings: 131072, tie_word_embeddings: true, sliding_window: 262144, rope_parameters: { rope_type: 'longrope', partial_rotary_factor: 0.75 } }, '3.8B'),
+  'gemma-2-2b': gemma2('google/gemma-2-2b', { hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, query_pre_attn_scalar: 256 }, '2.6B'),
+  'gemma-2-9b': gemma2('google/gemma-2-9b', { hidden_size: 3584, intermediate_size: 14336, num_hidden_layers: 42, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 256, query_pre_attn_scalar: 256 }, '9.2B'),
+  'gemma-2-27b': gemma2('google/gemma-2-27b', { hidden_size: 4608, intermediate_size: 36864, num_hidden_layers: 46, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 144 }, '27.2B'),
+  'gemma-3-1b': gemma3('google/gemma-3-1b-pt', { hidden_size: 1152, intermediate_size: 6912, num_hidden_layers: 26, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262144, max_position_embeddings: 32768, sliding_window: 512 }, '1.0B'),
+  'gemma-3-4b': gemma3('google/gemma-3-4b-pt (text_config)', { hidden_size: 2560, intermediate_size: 10240, num_hidden_layers: 34, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '3.9B text'),
+  'gemma-3-12b': gemma3('google/gemma-3-12b-pt (text_config)', { hidden_size: 3840, intermediate_size: 15360, num_hidden_layers: 48, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '11.8B text'),
+  'gemma-3-27b': gemma3('google/gemma-3-27b-pt (text_config)', { hidden_size: 5376, intermediate_size: 21504, num_hidden_layers: 62, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 168, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '27.0B text'),
   resnet18: { kind: 'torchvision', family: 'ResNet', name: 'resnet18', parameters: '11.7M' },
   resnet34: { kind: 'torchvision', family: 'ResNet', name: 'resnet34', parameters: '21.8M' },
   resnet50: { kind: 'torchvision', family: 'ResNet', name: 'resnet50', parameters: '25.6M' },

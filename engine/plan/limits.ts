@@ -122,9 +122,13 @@ const MICRO_STEP_BASE_EVENTS = 100;
 /** A Hugging Face model's own per micro-step beyond its blocks: embeddings, final norm, head, loss. */
 const HF_HEAD_EVENTS = 150;
 /** Per Hugging Face block and micro-step (the most of every precision, attention and checkpointing mode). */
-const HF_BLOCK_EVENTS: Record<HfConfig['family'], number> = { gpt2: 480, llama: 660, bert: 480 };
-/** The Llama family's blocks that do more: Qwen3's per-head q/k norms, Phi-3's slices, cat and chunk (the most of every mode). */
-const LLAMA_VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3: 1010 };
+const HF_BLOCK_EVENTS: Record<HfConfig['family'], number> = { gpt2: 480, llama: 660, gemma: 1000, bert: 480 };
+/**
+ * The blocks that do more than their family's: Qwen3's per-head q/k norms, Phi-3's slices, cat and chunk, Gemma 3's
+ * q/k norms (six fp32 RMSNorms a block) and its rotary embedding computed once per layer (the most of every mode;
+ * Gemma 2 at most 860 and Gemma 3 at most 1,050 a block measured from the simulator, AMP eager reentrant).
+ */
+const VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3: 1010, gemma3_text: 1250 };
 /** Per torchvision model and micro-step (the most of every precision and checkpointing mode, at 224 px). */
 const TORCHVISION_EVENTS: Record<string, number> = { resnet18: 1400, resnet34: 2600, resnet50: 3400, resnet101: 6400, resnet152: 9500, vit_b_16: 4100, vit_l_16: 8000 };
 const TORCHVISION_BLOCKS: Record<string, number> = { resnet18: 8, resnet34: 16, resnet50: 16, resnet101: 33, resnet152: 50, vit_b_16: 12, vit_l_16: 24 };
@@ -230,7 +234,7 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
   }
   if (hf) {
     const layersField = 'preset' in m ? 'model.preset' : `model.hf_config.${hf.family === 'gpt2' ? 'n_layer' : 'num_hidden_layers'}`;
-    const perBlock = (hf.family === 'llama' ? LLAMA_VARIANT_BLOCK_EVENTS[hf.modelType] : undefined) ?? HF_BLOCK_EVENTS[hf.family];
+    const perBlock = VARIANT_BLOCK_EVENTS[hf.modelType] ?? HF_BLOCK_EVENTS[hf.family];
     const events = hf.layers * perBlock + HF_HEAD_EVENTS;
     // Build the parameter list only when the blocks are few enough to list (the events limit below refuses more).
     if (hf.layers > LIMITS.layers || events > LIMITS.events_per_micro_step) return { layers: hf.layers, events, parameters: 0, tensors: 0, layers_field: layersField };

@@ -12,6 +12,7 @@
 import { z } from 'zod';
 import type { Evidence, GpuSpec } from '../gpu/catalog.ts';
 import type { Plan } from '../plan/schema.ts';
+import { PRESETS } from '../models/presets.ts';
 
 /** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */
 const evidenceKind = z.enum(['measured', 'derived', 'unconfirmed', 'unknown']);
@@ -35,6 +36,11 @@ export const caveatSchema = z.discriminatedUnion('id', [
   z.object({ id: z.literal('custom_gpu') }),
   /** amp_fp16: every step updates; a real run whose first steps overflow can fit a little more. */
   z.object({ id: z.literal('grad_scaler_steps_update') }),
+  /**
+   * A model family implemented from transformers' source and checked only against a few small calibration runs
+   * (peaks, not event by event), with no real largest-batch search recorded (docs/engine.md, known gaps).
+   */
+  z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text']) }),
   /** A known gap of docs/engine.md for this plan. */
   z.object({ id: z.literal('known_gap'), gap: z.enum(['vit_reentrant_checkpointing']) }),
 ]);
@@ -42,7 +48,7 @@ export const caveatSchema = z.discriminatedUnion('id', [
 export const CONFIDENCE_LEVELS = ['high', 'medium', 'low'] as const;
 
 export const caveatsSchema = z.object({
-  /** high: the calibrated GPU and no known gap; medium: figures carried over from it; low: not measured at all (ROCm). */
+  /** high: the calibrated GPU and no known gap; medium: figures carried over from it, or a model family not recorded; low: not measured at all (ROCm). */
   confidence: z.enum(CONFIDENCE_LEVELS),
   items: z.array(caveatSchema),
 });
@@ -92,6 +98,12 @@ export function caveatsFor(plan: Plan, device: CaveatDevice): Caveats {
   const vit = ('torchvision' in model && model.torchvision.startsWith('vit')) || ('preset' in model && model.preset.startsWith('vit'));
   if (vit && plan.training.activation_checkpointing === 'reentrant') {
     items.push({ id: 'known_gap', gap: 'vit_reentrant_checkpointing' });
+    lower('medium');
+  }
+  const preset = 'preset' in model ? PRESETS[model.preset] : undefined;
+  const modelType = 'hf_config' in model ? model.hf_config.model_type : preset?.kind === 'hf' ? preset.config.model_type : undefined;
+  if (modelType === 'gemma2' || modelType === 'gemma3_text') {
+    items.push({ id: 'family_not_measured', family: modelType });
     lower('medium');
   }
   return { confidence, items };

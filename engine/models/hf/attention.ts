@@ -6,9 +6,9 @@
 import { castLower } from '../../ops/autocast.ts';
 import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice } from '../../ops/attention.ts';
 import { InputError } from '../../errors.ts';
-import { addTensors, cat, mulScalar, promote, softmax, toDType } from '../../ops/elementwise.ts';
+import { addTensors, cat, mulScalar, promote, softmax, tanh, toDType } from '../../ops/elementwise.ts';
 import { copy, matmul, viewCopyingGrad } from '../../ops/matmul.ts';
-import { dropout } from '../../ops/pointwise.ts';
+import { divScalar, dropout } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -55,6 +55,11 @@ export interface AttentionCall {
   gqa?: boolean;
   /** Is q a contiguous [B, H, T, D] tensor (Phi-3's rotary embedding ends in a cat), rather than a transposed view? */
   qContiguous?: boolean;
+  /**
+   * Gemma 2's `attn_logit_softcapping` in eager attention (eager_attention_forward: `w / softcap`, `tanh`,
+   * `* softcap` before the mask). SDPA takes no soft-cap: sdpa_attention_forward leaves it in **kwargs.
+   */
+  softcap?: boolean;
   label: string;
 }
 
@@ -114,6 +119,16 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   cuda.release(kT);
   let w = mulScalar(rt, scores, `${call.label} scores * scaling`);
   cuda.release(scores);
+  if (call.softcap) {
+    // `attn_weights = attn_weights / softcap; attn_weights = torch.tanh(attn_weights); attn_weights = attn_weights
+    // * softcap`: each rebinding frees the previous scores; TanhBackward0 keeps its result [B, H, T, T]
+    const divided = divScalar(rt, w, `${call.label} scores / softcap`);
+    cuda.release(w);
+    const capped = tanh(rt, divided, `${call.label} tanh(scores / softcap)`);
+    cuda.release(divided);
+    w = mulScalar(rt, capped, `${call.label} tanh(...) * softcap`);
+    cuda.release(capped);
+  }
   if (call.mask) {
     const masked = addTensors(rt, w, call.mask, `${call.label} scores + mask`);
     cuda.release(w);

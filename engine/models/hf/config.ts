@@ -5,7 +5,7 @@
  */
 import { InputError } from '../../errors.ts';
 
-export type HfFamily = 'gpt2' | 'llama' | 'bert';
+export type HfFamily = 'gpt2' | 'llama' | 'gemma' | 'bert';
 
 export type HfActivation = 'gelu' | 'gelu_new' | 'gelu_pytorch_tanh' | 'relu' | 'silu';
 
@@ -56,6 +56,37 @@ export interface LlamaConfig {
   rotaryDim: number;
 }
 
+/** A layer's attention in Gemma 2 and Gemma 3 (`config.layer_types`). */
+export type GemmaLayerType = 'sliding_attention' | 'full_attention';
+
+export interface GemmaConfig {
+  family: 'gemma';
+  modelType: 'gemma2' | 'gemma3_text';
+  vocabSize: number;
+  hidden: number;
+  intermediate: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  maxPositions: number;
+  activation: HfActivation;
+  attentionBias: boolean;
+  attentionDropout: number;
+  tieWordEmbeddings: boolean;
+  /** The window of the sliding layers. */
+  slidingWindow: number;
+  /** Each layer's attention: sliding-window or global. */
+  layerTypes: GemmaLayerType[];
+  /** Gemma 2: `attn_logit_softcapping` (eager attention applies it; SDPA drops it). */
+  attnSoftcap: number | null;
+  /** `final_logit_softcapping`: logits / cap, tanh, * cap over the vocabulary. */
+  finalSoftcap: number | null;
+  useCache: boolean;
+  /** Gemma 3: q_norm and k_norm over each head (weight [head_dim]). */
+  qkNorm: boolean;
+}
+
 export interface BertConfig {
   family: 'bert';
   modelType: 'bert';
@@ -72,7 +103,7 @@ export interface BertConfig {
   tieWordEmbeddings: boolean;
 }
 
-export type HfConfig = Gpt2Config | LlamaConfig | BertConfig;
+export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 
 const WHERE = 'model.hf_config';
 
@@ -225,6 +256,14 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
       };
     }
+    case 'gemma2':
+    case 'gemma3_text':
+      return resolveGemma(raw, modelType);
+    case 'gemma3':
+      // Gemma3ForConditionalGeneration (modeling_gemma3.py): create_causal_mask_mapping raises "`token_type_ids` is
+      // required as a model input when training" for model(input_ids=ids, labels=ids), and the SigLIP vision tower
+      // and projector load with it: not the text model. Gemma3ForCausalLM trains the text_config alone.
+      throw new InputError(`${WHERE}.model_type`, '"gemma3" is Gemma3ForConditionalGeneration (text and vision), which transformers does not train from input_ids and labels alone (it requires token_type_ids) and which is not simulated: paste its text_config, with "model_type": "gemma3_text", to plan Gemma3ForCausalLM (the text model alone)');
     case 'bert': {
       checkArchitectures(raw, ['BertForMaskedLM', 'BertForPreTraining', 'BertModel']);
       const hidden = int(raw, 'hidden_size', 768);
@@ -247,6 +286,68 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       };
     }
     default:
-      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, bert`);
+      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert`);
   }
+}
+
+function optionalPositive(raw: Record<string, unknown>, key: string, fallback: number | null): number | null {
+  const v = read(raw, key);
+  if (v === undefined) return fallback;
+  if (v === null) return null;
+  if (typeof v !== 'number' || !(v > 0)) throw new InputError(`${WHERE}.${key}`, `must be a positive number or null, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/**
+ * Gemma2Config and Gemma3TextConfig (transformers 5.x configuration_gemma2.py, configuration_gemma3.py): their
+ * defaults, and `layer_types` when the config.json has none: Gemma 2 alternates from a sliding layer
+ * (`"sliding_attention" if bool((i + 1) % 2)`), Gemma 3 makes every `sliding_window_pattern`-th layer (default 6)
+ * global.
+ */
+function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma3_text'): GemmaConfig {
+  const g3 = modelType === 'gemma3_text';
+  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM']);
+  if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
+    throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
+  }
+  const hidden = int(raw, 'hidden_size', 2304);
+  const heads = int(raw, 'num_attention_heads', 8);
+  const kvHeads = int(raw, 'num_key_value_heads', 4);
+  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
+  const layers = int(raw, 'num_hidden_layers', 26);
+  const headDim = int(raw, 'head_dim', 256);
+  if (headDim % 2 !== 0) throw new InputError(`${WHERE}.head_dim`, `must be even: the rotary embedding turns pairs of dimensions, got ${headDim}`);
+  const pattern = int(raw, 'sliding_window_pattern', g3 ? 6 : 2);
+  const given = read(raw, 'layer_types');
+  let layerTypes: GemmaLayerType[];
+  if (given === undefined || given === null) {
+    layerTypes = Array.from({ length: layers }, (_, i) => ((i + 1) % pattern !== 0 ? 'sliding_attention' : 'full_attention'));
+  } else {
+    if (!Array.isArray(given) || given.length !== layers || given.some((t) => t !== 'sliding_attention' && t !== 'full_attention')) {
+      throw new InputError(`${WHERE}.layer_types`, `must list "sliding_attention" or "full_attention" for each of the ${layers} layers`);
+    }
+    layerTypes = given as GemmaLayerType[];
+  }
+  return {
+    family: 'gemma',
+    modelType,
+    vocabSize: int(raw, 'vocab_size', g3 ? 262208 : 256000),
+    hidden,
+    intermediate: int(raw, 'intermediate_size', 9216),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    maxPositions: int(raw, 'max_position_embeddings', g3 ? 131072 : 8192),
+    activation: activation(raw, 'hidden_activation', 'gelu_pytorch_tanh'),
+    attentionBias: bool(raw, 'attention_bias', false),
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+    slidingWindow: int(raw, 'sliding_window', 4096),
+    layerTypes,
+    attnSoftcap: optionalPositive(raw, 'attn_logit_softcapping', g3 ? null : 50),
+    finalSoftcap: optionalPositive(raw, 'final_logit_softcapping', g3 ? null : 30),
+    useCache: bool(raw, 'use_cache', true),
+    qkNorm: g3,
+  };
 }

@@ -5,6 +5,7 @@ import type { HfConfig } from './config.ts';
 import { gpt2Model, type HfModelOptions } from './gpt2.ts';
 import { llamaModel } from './llama.ts';
 import { bertModel } from './bert.ts';
+import { gemmaModel } from './gemma.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
@@ -17,6 +18,8 @@ export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel 
       return gpt2Model(cfg, options);
     case 'llama':
       return llamaModel(cfg, options, options.tuning);
+    case 'gemma':
+      return gemmaModel(cfg, options, options.tuning);
     case 'bert':
       return bertModel(cfg, options);
   }

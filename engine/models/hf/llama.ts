@@ -13,9 +13,10 @@
 import { InputError } from '../../errors.ts';
 import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
-import { addScalar, addTensors, cat, meanLastDim, mul, neg, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
+import { addScalar, addTensors, cat, meanLastDim, mul, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
+import { applyRotary, rotaryCosSin, sliceView } from './rotary.ts';
 import { dropout } from '../../ops/pointwise.ts';
-import { bmm, viewCopyingGrad } from '../../ops/matmul.ts';
+import { viewCopyingGrad } from '../../ops/matmul.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -110,33 +111,13 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     return out;
   }
 
-  /** `q * cos + rotate_half(q) * sin`, rotate_half = `cat((-x[..., D/2:], x[..., :D/2]), -1)`. */
-  function rotary(rt: Runtime, x: Tensor, cos: Tensor, sin: Tensor, label: string): Tensor {
-    const { cuda } = rt;
-    const a = mul(rt, x, cos, `${label} * cos`);
-    const halfShape = [...x.shape.slice(0, -1), x.shape[x.shape.length - 1]! / 2];
-    const x1 = sliceView(rt, x, halfShape, `${label}[..., :D/2]`);
-    const x2 = sliceView(rt, x, halfShape, `${label}[..., D/2:]`);
-    const negX2 = neg(rt, x2, `${label} -x2`);
-    const rotated = cat(rt, [negX2, x1], x.shape, `${label} rotate_half`);
-    cuda.release(negX2);
-    cuda.release(x2);
-    cuda.release(x1);
-    const b = mul(rt, rotated, sin, `${label} rotate_half * sin`);
-    cuda.release(rotated);
-    const out = addTensors(rt, a, b, `${label} with rotary embedding`);
-    cuda.release(b);
-    cuda.release(a);
-    return out;
-  }
-
   /**
    * Phi-3's apply_rotary_pos_emb: `q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]` (a slice of the
    * whole last dimension is an alias of q; the pass-through slice is a view, empty for a full rotary), then `cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], -1)`: a new tensor. The
    * empty slice's SliceBackward0 still makes a zero gradient of q's shape.
    */
   function partialRotary(rt: Runtime, rot: Tensor, pass: Tensor, cos: Tensor, sin: Tensor, label: string): Tensor {
-    const turned = rotary(rt, rot, cos, sin, label);
+    const turned = applyRotary(rt, rot, cos, sin, label);
     const out = cat(rt, [turned, pass], [...turned.shape.slice(0, -1), hd], `${label} cat(rotated, pass)`);
     rt.cuda.release(turned);
     return out;
@@ -230,8 +211,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       k = partialRotary(rt, kRot, kPass, cos4, sin4, `${a} key`);
       for (const t of [kPass, kRot, qPass, qRot]) cuda.release(t);
     } else {
-      q = rotary(rt, q0, cos4, sin4, `${a} query`);
-      k = rotary(rt, k0, cos4, sin4, `${a} key`);
+      q = applyRotary(rt, q0, cos4, sin4, `${a} query`);
+      k = applyRotary(rt, k0, cos4, sin4, `${a} key`);
     }
     cuda.release(sin4);
     cuda.release(cos4);
@@ -325,31 +306,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   /** LlamaRotaryEmbedding.forward under no_grad: fp32 math, then cos and sin in the hidden states' dtype. */
   function rotaryEmbedding(rt: Runtime, t: number, hiddenDType: DType): [Tensor, Tensor] {
-    const { cuda, autograd } = rt;
-    const gradMode = autograd.gradMode;
-    autograd.gradMode = false;
-    const autocast = rt.autocast;
-    rt.autocast = null; // maybe_autocast(enabled=False)
-    try {
-      const positions = cuda.empty([1, 1, t], 'float32', 'rotary: position_ids.float()', 'temporary');
-      const invFreq = cuda.view(w('model.rotary_emb.inv_freq'), [1, hd / 2, 1]);
-      const freqs = bmm(rt, invFreq, positions, 'rotary: inv_freq @ position_ids');
-      cuda.release(invFreq);
-      const emb = cuda.empty([1, t, hd], 'float32', 'rotary: cat(freqs, freqs)', 'temporary');
-      const cosRaw = cuda.empty([1, t, hd], 'float32', 'rotary: emb.cos()', 'temporary');
-      const cos = cuda.empty([1, t, hd], 'float32', 'rotary: cos * attention_scaling', 'temporary');
-      cuda.release(cosRaw);
-      const sinRaw = cuda.empty([1, t, hd], 'float32', 'rotary: emb.sin()', 'temporary');
-      const sin = cuda.empty([1, t, hd], 'float32', 'rotary: sin * attention_scaling', 'temporary');
-      cuda.release(sinRaw);
-      const cosOut = toDType(rt, cos, hiddenDType, 'rotary cos');
-      const sinOut = toDType(rt, sin, hiddenDType, 'rotary sin');
-      for (const x of [positions, freqs, emb, cos, sin]) cuda.release(x);
-      return [cosOut, sinOut];
-    } finally {
-      rt.autocast = autocast;
-      autograd.gradMode = gradMode;
-    }
+    return rotaryCosSin(rt, w('model.rotary_emb.inv_freq'), t, hd, hiddenDType);
   }
 
   return {
@@ -396,14 +353,6 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       newLeaf = null;
     },
   };
-}
-
-/** `x[..., a:b]` of the last dimension: a view; SliceBackward0 builds a zero tensor of x's shape and copies in. */
-function sliceView(rt: Runtime, x: Tensor, shape: readonly number[], label: string): Tensor {
-  const { cuda, autograd } = rt;
-  const out = cuda.view(x, shape);
-  autograd.record('SliceBackward0', [x], [out], [], ([grad]) => [grad ? cuda.empty(x.shape, grad.dtype, `grad of ${label}`) : null]);
-  return out;
 }
 
 /** `t.chunk(2, dim=-1)`: two views; SplitBackward0 concatenates their gradients (a zero tensor for a missing one). */

@@ -32,6 +32,18 @@ const PUBLISHED: Record<string, number> = {
   'phi-3-mini-4k': 3_821_079_552,
   'phi-3-medium-4k': 13_960_238_080,
   'phi-4-mini': 3_836_021_760,
+  // Gemma 2: the safetensors totals of google/gemma-2-2b, -9b, -27b (tied lm_head counted once)
+  'gemma-2-2b': 2_614_341_888,
+  'gemma-2-9b': 9_241_705_984,
+  'gemma-2-27b': 27_227_128_320,
+  // Gemma 3: google/gemma-3-1b-pt's total; for the multimodal 4B/12B/27B, Gemma3ForCausalLM on their text_config:
+  // the technical report's non-embedding counts (3,209M, 10,759M, 25,600M; ours 3,209,010,688, 10,759,155,456,
+  // 25,599,716,096) plus vocab x hidden (262,208 tokens; the report's embedding figures, 675M/1,012M/1,416M, are
+  // 0.4-0.6% larger than 262,208 x hidden and their split is not published)
+  'gemma-3-1b': 999_885_952,
+  'gemma-3-4b': 3_880_263_168,
+  'gemma-3-12b': 11_766_034_176,
+  'gemma-3-27b': 27_009_346_304,
   resnet18: 11_689_512,
   resnet34: 21_797_672,
   resnet50: 25_557_032,

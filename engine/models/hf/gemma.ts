@@ -1,0 +1,323 @@
+/**
+ * `Gemma2ForCausalLM` and `Gemma3ForCausalLM` (transformers 5.x modeling_gemma2.py, modeling_gemma3.py; Gemma 3's
+ * text model is Gemma 2's with q/k norms, a scaled-embedding module and a rotary embedding per layer type) trained
+ * as `model(input_ids=ids, labels=ids).loss`. Implemented from the source; checked against 6 small H100 recordings
+ * by their peaks only (test/fixtures/calibration/gemma*: within 0.4%; the caveat `family_not_measured`, docs/engine.md).
+ *
+ * Parameters in `Module._apply` order: embed_tokens (Gemma 3: then its `embed_scale` buffer, a 0-dim tensor in
+ * the default dtype of the model's construction), per layer self_attn (q, k, v, o projections; Gemma 3 then q_norm
+ * and k_norm [head_dim]), mlp (gate, up, down), input_layernorm, post_attention_layernorm,
+ * pre_feedforward_layernorm, post_feedforward_layernorm; norm; the rotary buffers (Gemma 2: inv_freq and
+ * original_inv_freq; Gemma 3: both for each layer type, `{type}_inv_freq` with its own base: rope_local_base_freq
+ * for sliding layers, rope_theta for global ones: the same size); lm_head unless tied (the published models tie it).
+ *
+ * Forward (Gemma2Model.forward, which Gemma3TextModel follows): the embedding; position ids; the two masks
+ * (`create_causal_mask` for global layers, `create_sliding_window_causal_mask` for sliding ones); the rotary cos/sin
+ * (Gemma 3: one pair per entry of `config.layer_types`, each replacing the previous pair of its type); Gemma 2 then
+ * scales the embedding by `torch.tensor(hidden_size ** 0.5, dtype=...)`, a CPU scalar; the layers; the final norm;
+ * lm_head; the final logit soft-capping; ForCausalLMLoss.
+ */
+import { repeatHeads } from '../../ops/attention.ts';
+import { embedding } from '../../ops/embedding.ts';
+import { addScalar, addTensors, meanLastDim, mul, mulScalar, powScalar, rsqrt, tanh, toDType } from '../../ops/elementwise.ts';
+import { divScalar } from '../../ops/pointwise.ts';
+import type { Runtime } from '../../ops/runtime.ts';
+import type { DType } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { ParameterSpec, TrainableModel } from '../model.ts';
+import { runBlocks } from '../checkpointing.ts';
+import { FULL_FINE_TUNING, linearModule, linearParameters, type FineTuning } from '../peft/lora.ts';
+import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
+import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
+import type { GemmaConfig, GemmaLayerType } from './config.ts';
+import type { HfModelOptions } from './gpt2.ts';
+import { applyRotary, rotaryCosSin } from './rotary.ts';
+
+export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: FineTuning = FULL_FINE_TUNING): TrainableModel {
+  const { dtype, seqLen, checkpointing } = options;
+  const hd = cfg.headDim;
+  const g3 = cfg.modelType === 'gemma3_text';
+  const params: ParameterSpec[] = [];
+  const p = (name: string, shape: number[], d: DType = dtype, buffer = false) => params.push({ name, shape, dtype: d, ...(buffer ? { buffer } : {}) });
+  const lin = (path: string, out: number, inp: number, bias: boolean) => params.push(...linearParameters(path, out, inp, bias, dtype, tuning));
+  p('model.embed_tokens.weight', [cfg.vocabSize, cfg.hidden]);
+  // Gemma3TextScaledWordEmbedding: `register_buffer("embed_scale", torch.tensor(embed_scale))`, made while
+  // from_pretrained/from_config has set the default dtype to the model's: fp32 for fp32 and AMP, else bf16/fp16
+  if (g3) p('model.embed_tokens.embed_scale', [], dtype, true);
+  for (let i = 0; i < cfg.layers; i++) {
+    const l = `model.layers.${i}`;
+    lin(`${l}.self_attn.q_proj`, cfg.heads * hd, cfg.hidden, cfg.attentionBias);
+    lin(`${l}.self_attn.k_proj`, cfg.kvHeads * hd, cfg.hidden, cfg.attentionBias);
+    lin(`${l}.self_attn.v_proj`, cfg.kvHeads * hd, cfg.hidden, cfg.attentionBias);
+    lin(`${l}.self_attn.o_proj`, cfg.hidden, cfg.heads * hd, cfg.attentionBias);
+    if (cfg.qkNorm) {
+      p(`${l}.self_attn.q_norm.weight`, [hd]);
+      p(`${l}.self_attn.k_norm.weight`, [hd]);
+    }
+    lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, false);
+    lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, false);
+    lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, false);
+    for (const norm of ['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm']) p(`${l}.${norm}.weight`, [cfg.hidden]);
+  }
+  p('model.norm.weight', [cfg.hidden]);
+  // the rotary buffers are fp32 whatever the model's dtype (`torch.arange(...).float()`)
+  const ropeKinds: (GemmaLayerType | null)[] = g3 ? [...new Set(cfg.layerTypes)] : [null];
+  const invFreqName = (kind: GemmaLayerType | null) => `model.rotary_emb.${kind ? `${kind}_` : ''}inv_freq`;
+  for (const kind of ropeKinds) {
+    p(invFreqName(kind), [hd / 2], 'float32', true);
+    p(`model.rotary_emb.${kind ? `${kind}_` : ''}original_inv_freq`, [hd / 2], 'float32', true);
+  }
+  if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
+  const weights = new Map<string, Tensor>();
+  const w = (name: string) => weights.get(name)!;
+  const proj = (rt: Runtime, x: Tensor, path: string) => linearModule(rt, weights, null, x, path);
+  const useCache = cfg.useCache && !checkpointing;
+  /** The DynamicCache's keys and values of the current forward. */
+  const cache: Tensor[] = [];
+  // create_sliding_window_causal_mask: SDPA gets no mask below the window (`_ignore_causal_mask_sdpa`), a boolean
+  // one from the window on (the sliding layers only; global layers stay causal through is_causal)
+  const windowMask = cfg.layerTypes.includes('sliding_attention') && seqLen >= cfg.slidingWindow;
+
+  /**
+   * Gemma2RMSNorm / Gemma3RMSNorm.forward: `output = self._norm(x.float())` with `_norm(x) = x *
+   * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)`, then `output = output * (1.0 +
+   * self.weight.float())` and `output.type_as(x)`. Everything in fp32: the upcast x (saved by pow and by the
+   * first mul), the normalized x (saved by the weight's mul) and 1 + weight live until backward; the statement's
+   * temporaries die as it ends, the upcast when `_norm` returns.
+   */
+  function rmsNorm(rt: Runtime, x: Tensor, weight: Tensor, label: string): Tensor {
+    const { cuda } = rt;
+    const up = toDType(rt, x, 'float32', `${label} x.float()`);
+    const squared = powScalar(rt, up, 2, `${label} pow(2)`);
+    const variance = meanLastDim(rt, squared, `${label} mean`);
+    cuda.release(squared);
+    const eps = addScalar(rt, variance, `${label} mean + eps`);
+    cuda.release(variance);
+    const inv = rsqrt(rt, eps, `${label} rsqrt`);
+    cuda.release(eps);
+    const normed = mul(rt, up, inv, `${label} x * rsqrt`);
+    cuda.release(inv);
+    cuda.release(up);
+    const weight32 = toDType(rt, weight, 'float32', `${label} weight.float()`);
+    const onePlus = addScalar(rt, weight32, `${label} 1 + weight`);
+    cuda.release(weight32);
+    const scaled = mul(rt, normed, onePlus, `${label} output * (1 + weight)`);
+    cuda.release(onePlus);
+    cuda.release(normed);
+    const out = toDType(rt, scaled, x.dtype, `${label} type_as(x)`);
+    cuda.release(scaled);
+    return out;
+  }
+
+  /** Gemma2Attention.forward / Gemma3Attention.forward: (attn_output, attn_weights). */
+  function attention(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): [Tensor, Tensor | null] {
+    const { cuda } = rt;
+    const a = `model.layers.${i}.self_attn`;
+    const sliding = cfg.layerTypes[i] === 'sliding_attention';
+    const gqa = cfg.kvHeads !== cfg.heads;
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, softmaxFp32: true, gqa, softcap: cfg.attnSoftcap !== null, label: `${a} attention` };
+    // as in Llama (measured there): the rotary embedding's rotate_half backward, a zero tensor in [B, H, T, D]
+    // order, is the first gradient to reach q and k, so their head views copy it back; with a mask, repeat_kv's
+    // backward sums v's gradient into a contiguous [B, KV, T, D] tensor
+    const copies = { ...gradCopies({ dtype: rt.autocast?.dtype ?? x.dtype }, call), q: true, k: true };
+    if (mask && options.attention === 'sdpa' && gqa) copies.v = true;
+    // `self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)`: the projection lives as the view's base
+    const headsOf = (path: string, heads: number, copy: boolean, label: string) => {
+      const projected = proj(rt, x, path);
+      const out = splitHeads(rt, projected, heads, hd, copy, label);
+      cuda.release(projected);
+      return out;
+    };
+    let q0 = headsOf(`${a}.q_proj`, cfg.heads, copies.q, `${a} query`);
+    let k0 = headsOf(`${a}.k_proj`, cfg.kvHeads, copies.k, `${a} key`);
+    let v = headsOf(`${a}.v_proj`, cfg.kvHeads, copies.v, `${a} value`);
+    if (cfg.qkNorm) {
+      // Gemma 3: `query_states = self.q_norm(query_states)` on the [B, H, T, D] view (after the transpose, unlike
+      // Qwen3); the norm's fp32 copies keep the view's memory order
+      const qn = rmsNorm(rt, q0, w(`${a}.q_norm.weight`), `${a}.q_norm`);
+      cuda.release(q0);
+      q0 = qn;
+      const kn = rmsNorm(rt, k0, w(`${a}.k_norm.weight`), `${a}.k_norm`);
+      cuda.release(k0);
+      k0 = kn;
+    }
+    const cos4 = cuda.view(cos, [cos.shape[0]!, 1, ...cos.shape.slice(1)]);
+    const sin4 = cuda.view(sin, [sin.shape[0]!, 1, ...sin.shape.slice(1)]);
+    let q = applyRotary(rt, q0, cos4, sin4, `${a} query`);
+    let k = applyRotary(rt, k0, cos4, sin4, `${a} key`);
+    cuda.release(sin4);
+    cuda.release(cos4);
+    cuda.release(q0);
+    cuda.release(k0);
+    if (useCache) {
+      // DynamicCache(config=...) makes a DynamicSlidingWindowLayer for each sliding layer (its first update
+      // allocates an int64 scalar, measured for Mistral: phi3_4l_amp_bf16_adamw) and a DynamicLayer for global ones;
+      // both keep cat copies of k and v until the model's output is dropped
+      if (sliding) cache.push(cuda.empty([], 'int64', `${a} DynamicSlidingWindowLayer int64 scalar`, 'temporary'));
+      const [kc, vc] = cacheUpdate(rt, k, v, a);
+      cuda.release(k);
+      cuda.release(v);
+      k = kc;
+      v = vc;
+      cache.push(cuda.ref(k), cuda.ref(v));
+    }
+    let merged: { out: Tensor; weights: Tensor | null };
+    if (options.attention === 'eager' && gqa) {
+      // eager_attention_forward's repeat_kv: contiguous [B, H, T, D] copies, its locals
+      const rk = repeatHeads(rt, k, cfg.heads, `${a} key`);
+      const rv = repeatHeads(rt, v, cfg.heads, `${a} value`);
+      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: true });
+      cuda.release(rv);
+      cuda.release(rk);
+    } else {
+      merged = attend(rt, q, k, v, call);
+    }
+    const out = proj(rt, merged.out, `${a}.o_proj`);
+    cuda.release(merged.out);
+    for (const t of [q, k, v]) cuda.release(t);
+    return [out, merged.weights];
+  }
+
+  /** Gemma2MLP: `down_proj(act_fn(gate_proj(x)) * up_proj(x))`, gelu_pytorch_tanh by default. */
+  function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
+    const { cuda } = rt;
+    const m = `model.layers.${i}.mlp`;
+    const gate = proj(rt, x, `${m}.gate_proj`);
+    const act = hfActivation(rt, cfg.activation, gate, `${m}.act_fn`);
+    cuda.release(gate);
+    const up = proj(rt, x, `${m}.up_proj`);
+    const prod = mul(rt, act, up, `${m} act(gate) * up`);
+    cuda.release(up);
+    cuda.release(act);
+    const out = proj(rt, prod, `${m}.down_proj`);
+    cuda.release(prod);
+    return out;
+  }
+
+  /**
+   * Gemma2DecoderLayer.forward: `input_layernorm`, attention, `post_attention_layernorm`, residual add;
+   * `pre_feedforward_layernorm`, mlp, `post_feedforward_layernorm`, residual add. Each `hidden_states = ...`
+   * rebinding frees the tensor it named unless autograd saved it.
+   */
+  function layer(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): Tensor {
+    const { cuda } = rt;
+    const l = `model.layers.${i}`;
+    const normed = rmsNorm(rt, x, w(`${l}.input_layernorm.weight`), `${l}.input_layernorm`);
+    // `hidden_states, _ = self.self_attn(...)`: `_` holds eager attention's weights until the layer returns
+    const [attnOut, weights] = attention(rt, normed, i, cos, sin, mask);
+    cuda.release(normed);
+    const postAttn = rmsNorm(rt, attnOut, w(`${l}.post_attention_layernorm.weight`), `${l}.post_attention_layernorm`);
+    cuda.release(attnOut);
+    const hidden = addTensors(rt, x, postAttn, `${l} residual + attention`);
+    cuda.release(postAttn);
+    const preMlp = rmsNorm(rt, hidden, w(`${l}.pre_feedforward_layernorm.weight`), `${l}.pre_feedforward_layernorm`);
+    const mlpOut = mlp(rt, preMlp, i);
+    cuda.release(preMlp);
+    const postMlp = rmsNorm(rt, mlpOut, w(`${l}.post_feedforward_layernorm.weight`), `${l}.post_feedforward_layernorm`);
+    cuda.release(mlpOut);
+    const out = addTensors(rt, hidden, postMlp, `${l} residual + mlp`);
+    cuda.release(postMlp);
+    cuda.release(hidden);
+    cuda.release(weights);
+    return out;
+  }
+
+  /**
+   * The masks as masking_utils builds them for this attention: SDPA without a window needs none; eager attention
+   * gets both as [B, 1, T, T] float masks (`eager_mask`: `where(bool, 0, finfo.min)`), the sliding one built with
+   * `and_masks` as for SDPA (slidingWindowMask) before the conversion.
+   */
+  function masks(rt: Runtime, b: number, t: number, hiddenDType: DType): { full: Tensor | null; sliding: Tensor | null } {
+    const { cuda } = rt;
+    const hasSliding = cfg.layerTypes.includes('sliding_attention');
+    const hasFull = cfg.layerTypes.includes('full_attention');
+    // find_packed_sequence_indices runs in each mask builder when there is neither an attention mask nor a cache
+    if (options.attention === 'eager') {
+      if (!useCache) findPackedSequenceIndices(rt, b, t);
+      const full = eagerCausalMask(rt, b, t, hiddenDType);
+      if (!useCache) findPackedSequenceIndices(rt, b, t);
+      const allowed = slidingWindowMask(rt, b, t);
+      const zero = cuda.empty([], hiddenDType, 'sliding-window mask: tensor(0.0)', 'temporary');
+      const min = cuda.empty([], hiddenDType, 'sliding-window mask: finfo.min', 'temporary');
+      const sliding = cuda.empty([b, 1, t, t], hiddenDType, 'sliding-window mask (eager)', 'activation');
+      cuda.release(min);
+      cuda.release(zero);
+      cuda.release(allowed);
+      return { full: hasFull ? full : (cuda.release(full), null), sliding: hasSliding ? sliding : (cuda.release(sliding), null) };
+    }
+    if (!useCache) findPackedSequenceIndices(rt, b, t);
+    if (!useCache) findPackedSequenceIndices(rt, b, t);
+    return { full: null, sliding: windowMask ? slidingWindowMask(rt, b, t) : null };
+  }
+
+  return {
+    description: `${cfg.modelType} (${cfg.layers} layers, ${cfg.layerTypes.filter((x) => x === 'sliding_attention').length} with a ${cfg.slidingWindow}-token window, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
+    parameters: params,
+    tensors: weights,
+    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
+    loss(rt, [ids]) {
+      const { cuda } = rt;
+      const [b, t] = ids!.shape as [number, number];
+      let inputsEmbeds: Tensor;
+      if (g3) {
+        // Gemma3TextScaledWordEmbedding.forward: `super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)`:
+        // the buffer is already in the weight's dtype; MulBackward0 saves it (0-dim), the lookup dies at once
+        const looked = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
+        inputsEmbeds = mul(rt, looked, w('model.embed_tokens.embed_scale'), 'model.embed_tokens * embed_scale');
+        cuda.release(looked);
+      } else {
+        inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
+      }
+      const positions = positionIds(rt, t);
+      const { full, sliding } = masks(rt, b, t, inputsEmbeds.dtype);
+      // Gemma 2: one rotary embedding; Gemma 3: `for layer_type in self.config.layer_types:
+      // position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)`, once per
+      // layer, each pair replacing (and freeing, sin first) the previous one of its type
+      const rope = new Map<GemmaLayerType | null, [Tensor, Tensor]>();
+      for (const kind of g3 ? cfg.layerTypes : [null]) {
+        const pair = rotaryCosSin(rt, w(invFreqName(kind)), t, hd, inputsEmbeds.dtype);
+        const old = rope.get(kind);
+        rope.set(kind, pair);
+        if (old) {
+          cuda.release(old[1]);
+          cuda.release(old[0]);
+        }
+      }
+      const ropeOf = (i: number) => rope.get(g3 ? cfg.layerTypes[i]! : null)!;
+      // Gemma 2: `normalizer = torch.tensor(hidden_size**0.5, dtype=hidden_states.dtype)` is a CPU scalar: the
+      // product is one new tensor, MulBackward0 saves only the CPU scalar; inputs_embeds lives on as a local
+      const hidden0 = g3 ? cuda.ref(inputsEmbeds) : mulScalar(rt, inputsEmbeds, 'inputs_embeds * normalizer');
+      const maskOf = (i: number) => (cfg.layerTypes[i] === 'sliding_attention' ? sliding : full);
+      const held = [full, sliding, ...[...rope.values()].flat(), positions];
+      let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held);
+      const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
+      cuda.release(hidden);
+      hidden = normed;
+      // the model's forward returns: its locals die
+      for (const [cos, sin] of [...rope.values()].reverse()) {
+        cuda.release(sin);
+        cuda.release(cos);
+      }
+      for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
+      let logits = proj(rt, hidden, lmHead);
+      if (cfg.finalSoftcap !== null) {
+        // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`
+        // over [B, T, vocab]: each rebinding frees the previous logits; TanhBackward0 keeps its result
+        const divided = divScalar(rt, logits, 'logits / final_logit_softcapping');
+        cuda.release(logits);
+        const capped = tanh(rt, divided, 'tanh(logits / final_logit_softcapping)');
+        cuda.release(divided);
+        logits = mulScalar(rt, capped, 'tanh(...) * final_logit_softcapping');
+        cuda.release(capped);
+      }
+      const loss = causalLmLoss(rt, logits, ids!);
+      cuda.release(hidden);
+      // the output object (logits, the cache) is dropped once `.loss` is read
+      cuda.release(logits);
+      for (const x of cache.splice(0)) cuda.release(x);
+      return loss;
+    },
+  };
+}
+
