@@ -1,6 +1,6 @@
 /**
  * The GPU catalog shipped in resources/gpus.json and the cuDNN workspace table measured on the H100
- * (resources/cudnn-workspaces-h100.json.gz, 2 MB: read only for a plan with a convolution), read from disk here
+ * (resources/cudnn-workspaces-h100.json.gz, 4 MB: read only for a plan with a convolution), read from disk here
  * and handed to the engine, which resolves the plan's GPU (engine/gpu/device.ts).
  */
 import { readFileSync } from 'node:fs';

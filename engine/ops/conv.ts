@@ -104,7 +104,10 @@ export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
 
 /**
  * The fallback plans at a batch: those measured at that batch, else at the nearest measured batch above (the
- * largest below when none is), their sizes scaled by the ratio of batches (the workspaces are activation-sized).
+ * largest below when none is), the failed plans' sizes scaled by the ratio of batches (they are activation-sized).
+ * Past the last measured batch, the final plan's workspaces are extrapolated from the last two measured batches
+ * instead: many final plans need a workspace that does not grow with the batch (ResNet-18's 512x512 3x3
+ * convolution's weight pass: 18,432 B at every measured batch, and at 371 on the H100), others grow linearly.
  */
 function fallbacksAt(rows: Record<string, FallbackRow> | undefined, batch: number): ConvWorkspaces['fallbacks'] {
   if (!rows) return undefined;
@@ -113,7 +116,13 @@ function fallbacksAt(rows: Record<string, FallbackRow> | undefined, batch: numbe
   const scale = batch / at;
   const row = rows[String(at)]!;
   const scaled = (xs: number[]) => xs.map((n) => Math.max(1, Math.round(n * scale)));
-  return row.map((f) => (f ? { failed: scaled(f[0]), final: scaled(f[1]) } : null)) as ConvWorkspaces['fallbacks'];
+  const previous = batch > at && batches.length > 1 ? batches[batches.length - 2]! : null;
+  const final = (pass: number, xs: number[]) => {
+    const before = previous === null ? null : rows[String(previous)]![pass]?.[1];
+    if (!before || before.length !== xs.length) return scaled(xs);
+    return xs.map((n, i) => Math.max(1, Math.round(n + ((n - before[i]!) * (batch - at)) / (at - previous!))));
+  };
+  return row.map((f, pass) => (f ? { failed: scaled(f[0]), final: final(pass, f[1]) } : null)) as ConvWorkspaces['fallbacks'];
 }
 
 function outputSize(size: number, spec: { kernel: number; stride: number; padding: number }): number {

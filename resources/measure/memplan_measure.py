@@ -686,9 +686,13 @@ def make_grad_scaler():
 
 
 def memory_now() -> dict:
-    """Allocated and reserved bytes right now (after the GPU has finished its queued work)."""
+    """Allocated and reserved bytes right now (after the GPU has finished its queued work), and what the process
+    holds outside the caching allocator (total - free - reserved, from cudaMemGetInfo: the CUDA context, loaded
+    kernels, library handles such as the autograd thread's cuBLAS handle)."""
     torch.cuda.synchronize()
-    return {"allocated_bytes": torch.cuda.memory_allocated(), "reserved_bytes": torch.cuda.memory_reserved()}
+    reserved = torch.cuda.memory_reserved()
+    free, total = torch.cuda.mem_get_info()
+    return {"allocated_bytes": torch.cuda.memory_allocated(), "reserved_bytes": reserved, "outside_allocator_bytes": total - free - reserved}
 
 
 def memory_stats_now() -> dict:
