@@ -688,7 +688,9 @@ def make_grad_scaler():
 def memory_now() -> dict:
     """Allocated and reserved bytes right now (after the GPU has finished its queued work), and what the process
     holds outside the caching allocator (total - free - reserved, from cudaMemGetInfo: the CUDA context, loaded
-    kernels, library handles such as the autograd thread's cuBLAS handle)."""
+    kernels, library handles such as the autograd thread's cuBLAS handle). cudaMemGetInfo's free memory is the
+    device's: the figure means what it says only while this process has the GPU to itself (boundary_trials.py runs
+    capped trials side by side)."""
     torch.cuda.synchronize()
     reserved = torch.cuda.memory_reserved()
     free, total = torch.cuda.mem_get_info()
