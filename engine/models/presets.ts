@@ -78,6 +78,15 @@ const gemma3 = (source: string, shape: Record<string, unknown>, parameters: stri
   source,
   config: { model_type: 'gemma3_text', architectures: ['Gemma3ForCausalLM'], hidden_activation: 'gelu_pytorch_tanh', rope_theta: 1000000, rope_local_base_freq: 10000, sliding_window_pattern: 6, attn_logit_softcapping: null, final_logit_softcapping: null, tie_word_embeddings: true, ...shape },
 });
+// Mixtral: Mistral's attention (32k-token vocabulary for 8x7B, 32,768 for 8x22B; no sliding window) with 8 experts
+// a layer, 2 of them per token, in place of the MLP.
+const mixtral = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'Mixtral',
+  parameters,
+  source,
+  config: { model_type: 'mixtral', architectures: ['MixtralForCausalLM'], hidden_act: 'silu', num_local_experts: 8, num_experts_per_tok: 2, rope_theta: 1000000, sliding_window: null, tie_word_embeddings: false, output_router_logits: false, router_jitter_noise: 0, ...shape },
+});
 
 export const PRESETS: Record<string, Preset> = {
   gpt2: gpt2('openai-community/gpt2', 768, 12, 12, '124M'),
@@ -115,6 +124,8 @@ export const PRESETS: Record<string, Preset> = {
   'gemma-3-4b': gemma3('google/gemma-3-4b-pt (text_config)', { hidden_size: 2560, intermediate_size: 10240, num_hidden_layers: 34, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '3.9B text'),
   'gemma-3-12b': gemma3('google/gemma-3-12b-pt (text_config)', { hidden_size: 3840, intermediate_size: 15360, num_hidden_layers: 48, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '11.8B text'),
   'gemma-3-27b': gemma3('google/gemma-3-27b-pt (text_config)', { hidden_size: 5376, intermediate_size: 21504, num_hidden_layers: 62, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 168, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '27.0B text'),
+  'mixtral-8x7b': mixtral('mistralai/Mixtral-8x7B-v0.1', { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 32768 }, '46.7B'),
+  'mixtral-8x22b': mixtral('mistralai/Mixtral-8x22B-v0.1', { hidden_size: 6144, intermediate_size: 16384, num_hidden_layers: 56, num_attention_heads: 48, num_key_value_heads: 8, vocab_size: 32768, max_position_embeddings: 65536 }, '141B'),
   resnet18: { kind: 'torchvision', family: 'ResNet', name: 'resnet18', parameters: '11.7M' },
   resnet34: { kind: 'torchvision', family: 'ResNet', name: 'resnet34', parameters: '21.8M' },
   resnet50: { kind: 'torchvision', family: 'ResNet', name: 'resnet50', parameters: '25.6M' },

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import type { Evidence, GpuSpec } from '../gpu/catalog.ts';
 import type { Plan } from '../plan/schema.ts';
 import { PRESETS } from '../models/presets.ts';
+import { resolveHfConfig } from '../models/hf/config.ts';
 
 /** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */
 const evidenceKind = z.enum(['measured', 'derived', 'unconfirmed', 'unknown']);
@@ -40,7 +41,16 @@ export const caveatSchema = z.discriminatedUnion('id', [
    * A model family implemented from transformers' source and checked only against a few small calibration runs
    * (peaks, not event by event), with no real largest-batch search recorded (docs/engine.md, known gaps).
    */
-  z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text']) }),
+  z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text', 'mixtral']) }),
+  /**
+   * A sparse mixture of experts (Mixtral): which experts each token goes to depends on the data and the router, so
+   * memplan cannot know it. transformers 5.17 runs the experts with `grouped_mm` by default, whose every allocation
+   * is sized by tokens x top_k, whatever the routing: balanced routing and the worst case (every token to the same
+   * top_k experts) need the same memory (models/hf/mixtral-moe.ts, Note [Routing]; recorded runs with a random
+   * router's unbalanced routing match allocation for allocation). The per-expert loop of
+   * `experts_implementation="eager"`, whose memory would depend on it, is not simulated.
+   */
+  z.object({ id: z.literal('moe_routing'), experts: z.number().int().positive(), top_k: z.number().int().positive(), experts_implementation: z.literal('grouped_mm') }),
   /** A known gap of docs/engine.md for this plan. */
   z.object({ id: z.literal('known_gap'), gap: z.enum(['vit_reentrant_checkpointing']) }),
 ]);
@@ -102,9 +112,14 @@ export function caveatsFor(plan: Plan, device: CaveatDevice): Caveats {
   }
   const preset = 'preset' in model ? PRESETS[model.preset] : undefined;
   const modelType = 'hf_config' in model ? model.hf_config.model_type : preset?.kind === 'hf' ? preset.config.model_type : undefined;
-  if (modelType === 'gemma2' || modelType === 'gemma3_text') {
+  if (modelType === 'gemma2' || modelType === 'gemma3_text' || modelType === 'mixtral') {
     items.push({ id: 'family_not_measured', family: modelType });
     lower('medium');
+  }
+  if (modelType === 'mixtral') {
+    const raw = 'hf_config' in model ? model.hf_config : preset?.kind === 'hf' ? preset.config : {};
+    const cfg = resolveHfConfig(raw);
+    if (cfg.family === 'llama' && cfg.moe) items.push({ id: 'moe_routing', experts: cfg.moe.experts, top_k: cfg.moe.topK, experts_implementation: 'grouped_mm' });
   }
   return { confidence, items };
 }

@@ -27,7 +27,7 @@ export interface Gpt2Config {
 
 export interface LlamaConfig {
   family: 'llama';
-  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3';
+  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral';
   vocabSize: number;
   hidden: number;
   intermediate: number;
@@ -54,6 +54,15 @@ export interface LlamaConfig {
   residDropout: number;
   /** Dimensions of each head the rotary embedding turns (Phi-3's `partial_rotary_factor`); head_dim elsewhere. */
   rotaryDim: number;
+  /** Mixtral: the sparse mixture of experts that replaces the MLP (MixtralSparseMoeBlock); null elsewhere. */
+  moe: MoeConfig | null;
+}
+
+export interface MoeConfig {
+  /** `num_local_experts`. */
+  experts: number;
+  /** `num_experts_per_tok`. */
+  topK: number;
 }
 
 /** A layer's attention in Gemma 2 and Gemma 3 (`config.layer_types`). */
@@ -254,8 +263,11 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         fusedProjections: modelType === 'phi3',
         residDropout: modelType === 'phi3' ? prob(raw, 'resid_pdrop', 0) : 0,
         rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
+        moe: null,
       };
     }
+    case 'mixtral':
+      return resolveMixtral(raw);
     case 'gemma2':
     case 'gemma3_text':
       return resolveGemma(raw, modelType);
@@ -286,7 +298,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       };
     }
     default:
-      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert`);
+      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, gemma2, gemma3_text, bert`);
   }
 }
 
@@ -349,5 +361,62 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
     finalSoftcap: optionalPositive(raw, 'final_logit_softcapping', g3 ? null : 30),
     useCache: bool(raw, 'use_cache', true),
     qkNorm: g3,
+  };
+}
+
+/**
+ * MixtralConfig (transformers 5.x configuration_mixtral.py): Mistral's attention (head_dim hidden_size //
+ * num_attention_heads unless given, 8 key-value heads, no window unless `sliding_window` is set) with a sparse
+ * mixture of `num_local_experts` experts, `num_experts_per_tok` of them per token, in place of the MLP.
+ * `output_router_logits` (false by default) makes MixtralForCausalLM add the router's load-balancing loss over
+ * every layer's logits (`load_balancing_loss_func`; without it the aux loss is not computed at all): not simulated
+ * yet, refused; so is `router_jitter_noise` (0 in the published models: an `empty_like(...).uniform_()` multiplier
+ * a layer, which its in-place mul would save).
+ */
+function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
+  checkArchitectures(raw, ['MixtralForCausalLM']);
+  if (bool(raw, 'output_router_logits', false)) {
+    throw new InputError(`${WHERE}.output_router_logits`, 'the router load-balancing loss (output_router_logits: true) is not simulated yet: memplan trains MixtralForCausalLM with its default false, the loss of the language model alone');
+  }
+  const jitter = read(raw, 'router_jitter_noise');
+  if (jitter !== undefined && jitter !== null && jitter !== 0) {
+    if (typeof jitter !== 'number' || jitter < 0) throw new InputError(`${WHERE}.router_jitter_noise`, `must be a number of at least 0, got ${JSON.stringify(jitter)}`);
+    throw new InputError(`${WHERE}.router_jitter_noise`, `router jitter noise (${jitter}) is not simulated yet: the published Mixtral models train with 0`);
+  }
+  const hidden = int(raw, 'hidden_size', 4096);
+  const heads = int(raw, 'num_attention_heads', 32);
+  const kvHeads = int(raw, 'num_key_value_heads', 8);
+  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
+  const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
+  if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
+  const experts = int(raw, 'num_local_experts', 8);
+  const topK = int(raw, 'num_experts_per_tok', 2);
+  if (topK > experts) throw new InputError(`${WHERE}.num_experts_per_tok`, `must be at most num_local_experts (${experts}), got ${topK}`);
+  const layers = int(raw, 'num_hidden_layers', 32);
+  const window = read(raw, 'sliding_window');
+  return {
+    family: 'llama',
+    modelType: 'mixtral',
+    vocabSize: int(raw, 'vocab_size', 32000),
+    hidden,
+    intermediate: int(raw, 'intermediate_size', 14336),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    maxPositions: int(raw, 'max_position_embeddings', 4096 * 32),
+    activation: activation(raw, 'hidden_act', 'silu'),
+    attentionBias: false,
+    qkvBias: false,
+    mlpBias: false,
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
+    slidingWindow: window === undefined || window === null ? null : int(raw, 'sliding_window', null),
+    useCache: bool(raw, 'use_cache', true),
+    qkNorm: false,
+    fusedProjections: false,
+    residDropout: 0,
+    rotaryDim: headDim,
+    moe: { experts, topK },
   };
 }

@@ -1,10 +1,12 @@
 /**
- * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` and `Phi3ForCausalLM`
- * (transformers 5.17 modeling_llama.py and the models generated from it) trained as
+ * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`, `Phi3ForCausalLM` and
+ * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts) (transformers
+ * 5.17 modeling_llama.py and the models generated from it) trained as
  * `model(input_ids=ids, labels=ids).loss`.
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
  * biases; Qwen3 then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down; Phi-3
- * gate_up, down), input_layernorm, post_attention_layernorm; norm; then the rotary buffers inv_freq and
+ * gate_up, down; Mixtral gate (the router), experts.gate_up_proj, experts.down_proj), input_layernorm,
+ * post_attention_layernorm; norm; then the rotary buffers inv_freq and
  * original_inv_freq (fp32 [rotary dims / 2] each); lm_head unless tied to embed_tokens. LoRA adapters follow
  * their base layer's parameters (models/peft/lora.ts).
  * Forward: the embedding, position ids, the causal mask (none for SDPA), the rotary cos/sin (fp32 math under
@@ -28,6 +30,7 @@ import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, linearModule, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { Parameter } from '../../autograd/engine.ts';
+import { sparseMoeBlock } from './mixtral-moe.ts';
 
 export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: FineTuning = FULL_FINE_TUNING): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
@@ -54,9 +57,16 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
         p(`${l}.self_attn.q_norm.weight`, [hd]);
         p(`${l}.self_attn.k_norm.weight`, [hd]);
       }
-      lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
-      lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
-      lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, cfg.mlpBias);
+      if (cfg.moe) {
+        // MixtralSparseMoeBlock: the router (`gate`), then MixtralExperts' 3-D weights
+        p(`${l}.mlp.gate.weight`, [cfg.moe.experts, cfg.hidden]);
+        p(`${l}.mlp.experts.gate_up_proj`, [cfg.moe.experts, 2 * cfg.intermediate, cfg.hidden]);
+        p(`${l}.mlp.experts.down_proj`, [cfg.moe.experts, cfg.hidden, cfg.intermediate]);
+      } else {
+        lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
+        lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
+        lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, cfg.mlpBias);
+      }
     }
     p(`${l}.input_layernorm.weight`, [cfg.hidden]);
     p(`${l}.post_attention_layernorm.weight`, [cfg.hidden]);
@@ -268,6 +278,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       cuda.release(gate);
       return out;
     }
+    if (cfg.moe) {
+      const moeWeights = { router: w(`${m}.gate.weight`), gateUp: w(`${m}.experts.gate_up_proj`), down: w(`${m}.experts.down_proj`) };
+      return sparseMoeBlock(rt, x, moeWeights, { moe: cfg.moe, activation: cfg.activation, device: options.device }, m);
+    }
     const gate = proj(rt, x, `${m}.gate_proj`);
     const act = hfActivation(rt, cfg.activation, gate, `${m}.act_fn`);
     cuda.release(gate);
@@ -310,7 +324,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
+    description: `${cfg.modelType} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}vocab ${cfg.vocabSize})`,
     parameters: params,
     tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),

@@ -124,7 +124,9 @@ export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (
     case 'grad_scaler_steps_update':
       return { kind: 'ground', text: m.rCaveatScaler };
     case 'family_not_measured':
-      return { kind: 'ground', text: m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
+      return { kind: 'ground', text: c.family === 'mixtral' ? m.rCaveatMixtralNotMeasured : m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
+    case 'moe_routing':
+      return { kind: 'assumption', text: m.rCaveatMoeRouting(c.experts, c.top_k) };
     case 'known_gap':
       return { kind: 'ground', text: m.rCaveatVitGap };
   }

@@ -44,6 +44,9 @@ const PUBLISHED: Record<string, number> = {
   'gemma-3-4b': 3_880_263_168,
   'gemma-3-12b': 11_766_034_176,
   'gemma-3-27b': 27_009_346_304,
+  // Mixtral: the published totals (46.7B, 141B; a 3-D expert weight counts its experts' parameters)
+  'mixtral-8x7b': 46_702_792_704,
+  'mixtral-8x22b': 140_630_071_296,
   resnet18: 11_689_512,
   resnet34: 21_797_672,
   resnet50: 25_557_032,

@@ -60,7 +60,21 @@ const EXACT = [
   'phi3_4l_amp_bf16_adamw',
   'lora_phi3_4l_bf16_ckpt',
   'mistral_4l_amp_bf16_window256_ckpt',
+  // Mixtral: the router and the grouped_mm experts (sort, gathers, grouped GEMMs, index_put_ in backward)
+  'mixtral_4l_bf16_sgdm_s1024',
 ];
+
+/**
+ * Recordings of issue 14 whose every allocation matches in size and order but not yet their peaks, each off where
+ * the allocator places a block among equal free ones (segments placed bottom-up in these runs; the engine places
+ * them top-down: docs/engine.md, known gaps), with the targets they meet.
+ */
+const NEAR: Record<string, { allocated: number; reserved: number }> = {
+  // an unsplit block 1 MiB larger than PyTorch's at the AdamW step's peak: +0.024%; reserved exact
+  mixtral_4l_bf16_adamw_s512: { allocated: 0.01, reserved: 0.01 },
+  // allocated exact; a 250 MB cross-entropy block finds no free segment in step 2 (+2.9% reserved)
+  mixtral_4l_amp_bf16_ckpt: { allocated: 0.01, reserved: 0.03 },
+};
 
 function load(name: string) {
   return JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Measurement;
@@ -87,6 +101,11 @@ describe('calibration against an H100', () => {
       const reservedError = Math.abs(result.peak_reserved_bytes - m.peak_reserved_bytes) / m.peak_reserved_bytes;
       expect(allocatedError).toBeLessThanOrEqual(0.03);
       expect(reservedError).toBeLessThanOrEqual(0.08);
+      const near = NEAR[name];
+      if (near) {
+        expect(allocatedError).toBeLessThanOrEqual(near.allocated);
+        expect(reservedError).toBeLessThanOrEqual(near.reserved);
+      }
       if (EXACT.includes(name)) {
         expect(result.peak_allocated_bytes).toBe(m.peak_allocated_bytes);
         expect(result.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
