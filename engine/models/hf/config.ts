@@ -383,6 +383,13 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     if (typeof jitter !== 'number' || jitter < 0) throw new InputError(`${WHERE}.router_jitter_noise`, `must be a number of at least 0, got ${JSON.stringify(jitter)}`);
     throw new InputError(`${WHERE}.router_jitter_noise`, `router jitter noise (${jitter}) is not simulated yet: the published Mixtral models train with 0`);
   }
+  // PretrainedConfig pops `experts_implementation` from the config (None: get_correct_experts_implementation picks
+  // grouped_mm, what memplan simulates); the per-expert loop ("eager", whose memory depends on routing) and the
+  // others are not simulated
+  const impl = read(raw, 'experts_implementation');
+  if (impl !== undefined && impl !== null && impl !== 'grouped_mm') {
+    throw new InputError(`${WHERE}.experts_implementation`, `${JSON.stringify(impl)} is not simulated yet: memplan simulates transformers' default, "grouped_mm" (remove the key to plan it)`);
+  }
   const hidden = int(raw, 'hidden_size', 4096);
   const heads = int(raw, 'num_attention_heads', 32);
   const kvHeads = int(raw, 'num_key_value_heads', 8);

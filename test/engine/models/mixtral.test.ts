@@ -229,6 +229,9 @@ describe('Mixtral configs', () => {
     expect(bad({ num_key_value_heads: 3 })).toThrow(/model\.hf_config\.num_key_value_heads: must divide num_attention_heads/);
     expect(bad({ architectures: ['MixtralForSequenceClassification'] })).toThrow(/model\.hf_config\.architectures: "MixtralForSequenceClassification" is not simulated yet/);
     expect(bad({ sliding_window: 'long' })).toThrow(/model\.hf_config\.sliding_window: must be a positive integer/);
+    // a config.json may choose the experts implementation (PretrainedConfig pops `experts_implementation`)
+    expect(bad({ experts_implementation: 'eager' })).toThrow(/model\.hf_config\.experts_implementation: "eager" is not simulated yet: memplan simulates transformers' default, "grouped_mm"/);
+    expect(resolveHfConfig({ ...small(), experts_implementation: 'grouped_mm' }).layers).toBe(2);
   });
 
   it('refuses LoRA on Mixtral, naming the model type', () => {
