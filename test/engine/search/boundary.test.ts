@@ -20,11 +20,12 @@ describe('the boundary suite: fresh-process searches on an H100', () => {
       if (c.search_complete) for (const b of [1, 2, 3]) expect(c.trials.find((t) => t.batch === c.largest_fresh + b)?.fits).toBe(false);
     }
   });
-  it("covers issue 14's families: qwen3, phi3, mistral beyond its sliding window, LoRA on two with and without checkpointing", () => {
+  it("covers issue 14's families: qwen3, phi3, mixtral, mistral beyond its sliding window, LoRA on two with and without checkpointing", () => {
     const config = (c: (typeof suite)[number]) => (c.plan.model as { hf_config?: Record<string, unknown> }).hf_config ?? {};
     const types = new Set(suite.map((c) => config(c).model_type));
     expect(types).toContain('qwen3');
     expect(types).toContain('phi3');
+    expect(types).toContain('mixtral');
     const beyondWindow = suite.filter((c) => config(c).model_type === 'mistral' && Number(config(c).sliding_window) < Number(c.plan.training.seq_len));
     expect(beyondWindow.length).toBeGreaterThan(0);
     const lora = suite.filter((c) => c.plan.training.lora);
