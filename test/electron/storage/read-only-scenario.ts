@@ -1,6 +1,6 @@
 /**
- * One read-only scenario of read-only.test.ts, run in a process of its own: as the user `nobody` when the test runs
- * as root (root ignores file modes: chmod would not bind), else as the test's user. It saves two plans, makes the
+ * One read-only scenario of read-only.test.ts, run in a process of its own: when the test runs as root, without the
+ * capabilities that let root ignore file modes (else chmod would not bind), else as the test's user. It saves two plans, makes the
  * file or the folder read-only, opens the database as the app does, then makes it writable again and opens it once
  * more, and prints one JSON line: the open's error, the file's bytes before and after (sha256), the plans found.
  *
@@ -41,4 +41,7 @@ if (existsSync(path)) chmodSync(path, 0o644);
 const reopened = openStorage(path);
 const names = reopened.plans.list().plans.map((p) => p.name).sort();
 reopened.close();
-console.log(JSON.stringify({ uid: process.getuid?.(), path, error, before, after, names }));
+/** Whether this process may ignore file modes: CAP_DAC_OVERRIDE (bit 1), CAP_DAC_READ_SEARCH (2) or CAP_FOWNER (3) in its effective set. */
+const effective = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+const overrides = effective === undefined ? null : (BigInt(`0x${effective}`) & 0b1110n) !== 0n;
+console.log(JSON.stringify({ uid: process.getuid?.(), overrides, path, error, before, after, names }));

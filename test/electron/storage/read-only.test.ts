@@ -4,7 +4,10 @@
  * - At start-up, a read-only database file, a read-only folder holding one, and a read-only folder with none yet:
  *   openStorage throws a StorageError naming the file, saying it is read-only and that nothing was changed; the file's
  *   bytes are the same after; made writable again, it opens with every plan. File modes do not bind root, so when
- *   the test runs as root each scenario runs in a process of the user `nobody` (read-only-scenario.ts), where they do.
+ *   the test runs as root each scenario (read-only-scenario.ts) runs as root without the capabilities that override
+ *   them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, dropped by util-linux's setpriv): the test's files are
+ *   root's, so their owner bits decide. Another user would do too, but could not reach a clone in a 0700 folder (a
+ *   mktemp -d), the Node binary npm installed there included.
  * - During a save, a full disk: simulated with SQLite's `PRAGMA max_page_count` (the database may not grow past its
  *   size, which SQLite reports as SQLITE_FULL, "database or disk is full", as it does for a full disk). The save is
  *   refused with a StorageError, through the IPC handler as `plans.save: could not save "...": the disk holding ...
@@ -27,21 +30,23 @@ import { SnapshotStore } from '../../../electron/main/storage/snapshot-store.ts'
 import { resnetPlan, tempDir } from '../helpers.ts';
 
 const SCENARIO = join(import.meta.dirname, 'read-only-scenario.ts');
-/** The user `nobody` (Debian: 65534), for running as someone file modes bind. */
-const NOBODY = 65534;
 const asRoot = process.getuid?.() === 0;
+/** The capabilities that let root ignore file modes, dropped for the scenario's process when the test runs as root. */
+const DROP = '-dac_override,-dac_read_search,-fowner';
 
 describe('a read-only file or folder at start-up', () => {
   it.each(['readonly-file', 'readonly-folder', 'readonly-folder-new'])('%s: a clear error, nothing changed, everything there once writable', (scenario) => {
     const folder = tempDir();
-    // The scenario's process (nobody, when we are root) must be able to work in the folder.
     chmodSync(folder, 0o777);
-    const run = spawnSync(process.execPath, [SCENARIO, folder, scenario], { encoding: 'utf8', timeout: 30_000, ...(asRoot ? { uid: NOBODY, gid: NOBODY } : {}) });
+    const node = [process.execPath, SCENARIO, folder, scenario];
+    const [command, ...args] = asRoot ? ['setpriv', `--inh-caps=${DROP}`, `--ambient-caps=${DROP}`, `--bounding-set=${DROP}`, ...node] : node;
+    const run = spawnSync(command!, args, { encoding: 'utf8', timeout: 30_000 });
+    expect(run.error).toBeUndefined();
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const r = JSON.parse(run.stdout) as { uid: number; path: string; error: { name: string; code: string; message: string } | null; before: string | null; after: string | null; names: string[] };
-    console.log(`read-only start-up (${scenario}), run as uid ${r.uid}${asRoot ? ' (the test runs as root: file modes bind only for another user)' : ''}: ${r.error?.message}`);
-    expect(r.uid).not.toBe(0);
+    const r = JSON.parse(run.stdout) as { uid: number; overrides: boolean; path: string; error: { name: string; code: string; message: string } | null; before: string | null; after: string | null; names: string[] };
+    console.log(`read-only start-up (${scenario}), run as uid ${r.uid}${asRoot ? ' without CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER (file modes bind root only so)' : ''}: ${r.error?.message}`);
+    if (asRoot) expect(r.overrides).toBe(false);
     expect(r.error).toMatchObject({ name: 'StorageError', code: expect.stringMatching(/^(EACCES|EROFS|EPERM|SQLITE_READONLY|SQLITE_CANTOPEN)/) });
     expect(r.error!.message).toContain(r.path);
     expect(r.error!.message).toMatch(/^memplan cannot open its database of saved plans: .* (is read-only|cannot be opened for writing)/);
