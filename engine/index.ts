@@ -11,7 +11,7 @@ export { formatIssues } from './plan/issues.ts';
 export { InputError, InputIssuesError, plainError } from './errors.ts';
 
 // GPUs: the catalog (data the edges read) and which GPU a plan runs on.
-export { parseGpuCatalog, findGpu, memoryAvailableToPyTorch, gpuCatalogSchema, gpuSpecSchema, type GpuCatalog, type GpuSpec, type Evidence } from './gpu/catalog.ts';
+export { parseGpuCatalog, findGpu, memoryAvailableToPyTorch, outsideAllocatorBytes, gpuCatalogSchema, gpuSpecSchema, type GpuCatalog, type GpuSpec, type Evidence } from './gpu/catalog.ts';
 export { DEFAULT_GPU, deviceFor, planGpu, capBytes, planNeedsConvTable, type Device, type DeviceSpec } from './gpu/device.ts';
 
 // Simulating, searching, advising, replaying.

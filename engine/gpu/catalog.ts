@@ -34,6 +34,12 @@ export const gpuSpecSchema = z
     /** Memory the process holds outside the caching allocator: CUDA context, loaded kernels, library handles. */
     non_pytorch_bytes: z.number().int('must be a whole number').nonnegative('must be zero or more'),
     non_pytorch_source: evidenceSchema,
+    /**
+     * What a training process adds outside the allocator from its first backward on: the autograd thread's cuBLAS
+     * and cuDNN handles (measured on the H100: test/fixtures/device/h100_training_outside.json).
+     */
+    training_threads_bytes: z.number().int('must be a whole number').nonnegative('must be zero or more'),
+    training_threads_source: evidenceSchema,
     /** The most the allocator could reserve on an idle GPU; only where measured. */
     largest_reservable_bytes: positiveInt.optional(),
     /** PyTorch's default cuBLAS/hipBLAS workspace per (thread, stream), allocated through the caching allocator. */
@@ -47,6 +53,8 @@ export const gpuSpecSchema = z
   .superRefine((gpu, ctx) => {
     if (gpu.non_pytorch_bytes >= gpu.total_memory_bytes) {
       ctx.addIssue({ code: 'custom', path: ['non_pytorch_bytes'], message: 'must be less than total_memory_bytes' });
+    } else if (gpu.non_pytorch_bytes + gpu.training_threads_bytes >= gpu.total_memory_bytes) {
+      ctx.addIssue({ code: 'custom', path: ['training_threads_bytes'], message: 'with non_pytorch_bytes, must be less than total_memory_bytes' });
     }
     if (gpu.largest_reservable_bytes !== undefined && gpu.largest_reservable_bytes > gpu.total_memory_bytes) {
       ctx.addIssue({ code: 'custom', path: ['largest_reservable_bytes'], message: 'must not exceed total_memory_bytes' });
@@ -155,6 +163,16 @@ export function findGpu(catalog: GpuCatalog, nameOrId: string): GpuSpec {
 }
 
 /** What PyTorch's caching allocator can reserve at most: the device's total less what lives outside the allocator. */
-export function memoryAvailableToPyTorch(gpu: GpuSpec): number {
-  return gpu.total_memory_bytes - gpu.non_pytorch_bytes;
+/**
+ * What a training process holds outside the caching allocator once its first backward has run: the CUDA context,
+ * loaded kernels and the main thread's cuBLAS handle (`non_pytorch_bytes`), and the autograd thread's cuBLAS and
+ * cuDNN handles (`training_threads_bytes`). nvidia-smi shows this plus the reserved memory.
+ */
+export function outsideAllocatorBytes(gpu: Pick<GpuSpec, 'non_pytorch_bytes' | 'training_threads_bytes'>): number {
+  return gpu.non_pytorch_bytes + gpu.training_threads_bytes;
+}
+
+/** What the caching allocator of a training run can take on the whole GPU. */
+export function memoryAvailableToPyTorch(gpu: Pick<GpuSpec, 'total_memory_bytes' | 'non_pytorch_bytes' | 'training_threads_bytes'>): number {
+  return gpu.total_memory_bytes - outsideAllocatorBytes(gpu);
 }

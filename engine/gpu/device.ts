@@ -6,7 +6,7 @@
  */
 import type { Plan } from '../plan/schema.ts';
 import { convWorkspaceTable, type ConvWorkspaceTable } from '../ops/conv.ts';
-import { findGpu, type GpuCatalog, type GpuSpec } from './catalog.ts';
+import { findGpu, memoryAvailableToPyTorch, outsideAllocatorBytes, type GpuCatalog, type GpuSpec } from './catalog.ts';
 
 /** The GPU a plan that names none is simulated on. */
 export const DEFAULT_GPU = 'h100-sxm';
@@ -17,7 +17,7 @@ export const DEFAULT_GPU = 'h100-sxm';
  */
 export type DeviceSpec = Pick<
   GpuSpec,
-  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability' | 'vendor'
+  'name' | 'total_memory_bytes' | 'non_pytorch_bytes' | 'training_threads_bytes' | 'cublas_workspace_bytes' | 'multi_processor_count' | 'max_threads_per_multi_processor' | 'compute_capability' | 'vendor'
 > & {
   /** The catalog id (`custom` for a memory cap larger than the GPU). */
   id?: string;
@@ -45,16 +45,19 @@ export function planGpu(plan: Plan, catalog: GpuCatalog, convTable: unknown = nu
   const name = plan.gpu && 'name' in plan.gpu ? plan.gpu.name : DEFAULT_GPU;
   const gpu = deviceFor(findGpu(catalog, name), convTable);
   const limit = plan.gpu && 'memory_limit_bytes' in plan.gpu ? plan.gpu.memory_limit_bytes : undefined;
-  if (limit !== undefined && limit > gpu.total_memory_bytes - gpu.non_pytorch_bytes) {
-    return { ...gpu, id: 'custom', name: `custom GPU (${limit} bytes for PyTorch)`, total_memory_bytes: limit + gpu.non_pytorch_bytes };
+  if (limit !== undefined && limit > memoryAvailableToPyTorch(gpu)) {
+    return { ...gpu, id: 'custom', name: `custom GPU (${limit} bytes for PyTorch)`, total_memory_bytes: limit + outsideAllocatorBytes(gpu) };
   }
   return gpu;
 }
 
-/** What the allocator may reserve: the plan's `gpu.memory_limit_bytes` (set_per_process_memory_fraction), else the device's memory less the CUDA context. */
+/**
+ * What the allocator may reserve: the plan's `gpu.memory_limit_bytes` (set_per_process_memory_fraction), else the
+ * device's memory less what a training process holds outside the allocator (memoryAvailableToPyTorch).
+ */
 export function capBytes(plan: Plan, device: DeviceSpec): number {
   if (plan.gpu && 'memory_limit_bytes' in plan.gpu) return plan.gpu.memory_limit_bytes;
-  return device.total_memory_bytes - device.non_pytorch_bytes;
+  return memoryAvailableToPyTorch(device);
 }
 
 /** Torchvision presets (every one has convolutions: ResNets' layers, ViT's patch embedding). */

@@ -39,7 +39,7 @@ export const gpuUsedSchema = z.object({
   /** What torch.cuda.get_device_name() prints. */
   name: z.string(),
   total_memory_bytes: bytes,
-  /** Memory outside the caching allocator (CUDA context, kernels, library handles). */
+  /** Memory a training process holds outside the caching allocator (CUDA context, kernels, both threads' library handles). */
   non_pytorch_bytes: bytes,
   /** What the allocator may reserve: the plan's memory_limit_bytes, else total less non-PyTorch memory. */
   cap_bytes: bytes,

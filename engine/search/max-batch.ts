@@ -8,6 +8,7 @@
  * search between trials by not asking for the next one. `findMaxBatch` runs it to the end.
  */
 import { capBytes, type DeviceSpec } from '../gpu/device.ts';
+import { memoryAvailableToPyTorch, outsideAllocatorBytes } from '../gpu/catalog.ts';
 import type { Plan } from '../plan/schema.ts';
 import type { MaxBatchResult, Needed, Recommendation, Trial, UnstableRegion } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
@@ -235,8 +236,8 @@ export function bytesPerSample(trials: readonly Trial[]): number | null {
  *
  * Then the search runs as the plan's own does (searchLargest: doubling from 1, bisecting, verifyAbove), so that it
  * finds the same answer where fit is not monotonic (the MLP of examples/mlp-fp16.plan.json with expandable
- * segments fits at 649,055 with the next 3 running out, and again at 649,159: the doubling search answers
- * 649,055), but a trial is not run where simulated trials decide it across a gap of more than kMonotonicGap of
+ * segments fits at 648,609 with the next 3 running out, and again at 648,628: the doubling search answers
+ * 648,609), but a trial is not run where simulated trials decide it across a gap of more than kMonotonicGap of
  * the batch: a batch 10% below one that fits fits, one 10% above one that runs out runs out. Only the trials near
  * the boundary run; the answer, and the kVerifyAbove batches above it, are always simulated (a wrong inference
  * makes the search start again simulating every trial). Advice reports none of these trials. The plan's own
@@ -376,7 +377,7 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     schema_version: RESULT_SCHEMA_VERSION,
     kind: 'max_batch',
     plan_name: plan.name,
-    gpu: { id: options.device.id ?? '', name: options.device.name, total_memory_bytes: options.device.total_memory_bytes, non_pytorch_bytes: options.device.non_pytorch_bytes, cap_bytes: cap },
+    gpu: { id: options.device.id ?? '', name: options.device.name, total_memory_bytes: options.device.total_memory_bytes, non_pytorch_bytes: outsideAllocatorBytes(options.device), cap_bytes: cap },
     cap_bytes: cap,
     max_batch: good,
     grad_accumulation_steps: plan.training.grad_accumulation_steps,
@@ -412,7 +413,7 @@ function needed(plan: Plan, options: MaxBatchOptions): Needed {
   const fitsOn: Needed['fits_on'] = [];
   const parameterBytes = simulate(one, { device: options.device, timelinePoints: 0, peakDetails: false, neededOnOom: false, untilSteady: false }).model.parameter_bytes;
   for (const device of options.catalog ?? []) {
-    const available = device.total_memory_bytes - device.non_pytorch_bytes;
+    const available = memoryAvailableToPyTorch(device);
     if (available < parameterBytes) continue;
     const r = simulate(uncapped as Plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false, untilSteady: options.untilSteady });
     if (r.oom === null) fitsOn.push({ id: device.id ?? '', name: device.name, available_bytes: available });

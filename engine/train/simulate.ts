@@ -31,6 +31,7 @@ import { steadyStateKey } from './steady-state.ts';
 import { LIMITS } from '../plan/limits.ts';
 import { StepProgram, StepRecorder } from './step-replay.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
+import { memoryAvailableToPyTorch, outsideAllocatorBytes } from '../gpu/catalog.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { caveatsFor } from '../result/caveats.ts';
 import { DEFAULT_TIMELINE_POINTS, decimateTimeline } from '../result/timeline.ts';
@@ -136,13 +137,13 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   // byte under the limit (2 GiB on the H100: 2,147,483,647 B, as the measurement script's `allowed_bytes`), and a
   // run whose segments fill the cap exactly then runs out (measured: the ReLU MLP with checkpointing at 19,584).
   const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
-  const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes);
+  const deviceMemory = new SimulatedDevice(memoryAvailableToPyTorch(spec));
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
     device: deviceMemory,
     totalGlobalMemBytes: spec.total_memory_bytes,
     memoryLimitBytes: allowedBytes,
-    nonPyTorchBytes: spec.non_pytorch_bytes,
+    nonPyTorchBytes: outsideAllocatorBytes(spec),
     onTrace: options.onTrace,
   });
   const cuda = new CudaDevice(
@@ -333,12 +334,12 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     schema_version: RESULT_SCHEMA_VERSION,
     kind: 'simulate',
     plan_name: plan.name,
-    gpu: { id: spec.id ?? '', name: spec.name, total_memory_bytes: spec.total_memory_bytes, non_pytorch_bytes: spec.non_pytorch_bytes, cap_bytes: cap },
+    gpu: { id: spec.id ?? '', name: spec.name, total_memory_bytes: spec.total_memory_bytes, non_pytorch_bytes: outsideAllocatorBytes(spec), cap_bytes: cap },
     model: { parameter_count: parameterCount, parameter_bytes: parameterBytes, buffer_bytes: bufferBytes },
     fits: oom === null,
     peak_allocated_bytes: peakAllocatedBytes,
     peak_reserved_bytes: peakReservedBytes,
-    nvidia_smi_bytes: peakReservedBytes + spec.non_pytorch_bytes,
+    nvidia_smi_bytes: peakReservedBytes + outsideAllocatorBytes(spec),
     headroom_bytes: cap - peakReservedBytes,
     peak_at: peakAt,
     steps,

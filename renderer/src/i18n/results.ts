@@ -22,7 +22,7 @@ const en = {
   rOomDetail: (step: number, phase: string) => `PyTorch raises “CUDA out of memory” in step ${step}, during ${phase}. The numbers below are those reached before it.`,
   rHeadroom: 'Headroom',
   rUsedOfCap: (used: string, cap: string) => `${used} of ${cap}`,
-  rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}: ${total} in total, ${outside} of it held outside PyTorch (CUDA context, kernels).`,
+  rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}: ${total} in total, ${outside} of it held outside PyTorch (CUDA context, kernels, cuBLAS and cuDNN handles).`,
   rOomMessage: 'PyTorch’s error message',
   rParameters: (count: string, size: string) => `${count} parameters · ${size}`,
 
@@ -219,7 +219,7 @@ const zh = {
   rOomDetail: (step: number, phase: string) => `第 ${step} 步${phase}时 PyTorch 抛出 “CUDA out of memory”。下面的数字是出错前达到的值。`,
   rHeadroom: '余量',
   rUsedOfCap: (used: string, cap: string) => `${used} / ${cap}`,
-  rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}：共 ${total}，其中 ${outside} 被 PyTorch 之外占用（CUDA 上下文、内核）。`,
+  rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}：共 ${total}，其中 ${outside} 被 PyTorch 之外占用（CUDA 上下文、内核、cuBLAS 和 cuDNN 句柄）。`,
   rOomMessage: 'PyTorch 的报错信息',
   rParameters: (count: string, size: string) => `${count} 个参数 · ${size}`,
 

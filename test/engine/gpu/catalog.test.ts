@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../engine/errors.ts';
-import { findGpu, memoryAvailableToPyTorch, parseGpuCatalog, type GpuSpec } from '../../../engine/gpu/catalog.ts';
+import { findGpu, memoryAvailableToPyTorch, outsideAllocatorBytes, parseGpuCatalog, type GpuSpec } from '../../../engine/gpu/catalog.ts';
 import shipped from '../../../resources/gpus.json' with { type: 'json' };
 
 const MiB = 1_048_576;
@@ -101,13 +101,34 @@ describe(`the ${id} entry equals what was measured on that GPU`, () => {
 
   it('predicts the most the allocator could reserve to within the memory cuDNN and the last free scraps take', () => {
     expect(gpu.largest_reservable_bytes).toBe(facts.largest_reservable.reserved_bytes);
-    const available = memoryAvailableToPyTorch(gpu);
+    // the measuring process never ran a backward: the autograd thread's handles were not there
+    const available = memoryAvailableToPyTorch(gpu) + gpu.training_threads_bytes;
     expect(available).toBe(facts.environment.total_memory_bytes - facts.after_first_matmul.used_outside_allocator_bytes);
     expect(available).toBeGreaterThanOrEqual(facts.largest_reservable.reserved_bytes);
     expect(available - facts.largest_reservable.reserved_bytes).toBeLessThan(16 * MiB);
   });
 });
 }
+
+describe('a training process on the H100 (test/fixtures/device/h100_training_outside.json)', () => {
+  const training = JSON.parse(readFileSync(new URL('../../fixtures/device/h100_training_outside.json', import.meta.url), 'utf8')) as {
+    runs: { name: string; steps: { after_forward: number; after_backward: number; after_optimizer_step: number; after_zero_grad: number }[] }[];
+  };
+  const gpu = findGpu(catalog, 'h100-sxm');
+  it("leaves out what training processes measured on it hold outside the allocator once the autograd thread ran", () => {
+    // every run alone on the H100: from step 1's backward on, the outside memory does not move; the catalog keeps
+    // the largest (cuDNN runs: ResNet-18, GPT-2, Qwen3), so no answer counts on what a cuBLAS-only step leaves
+    const outside = training.runs.map((r) => {
+      const later = r.steps.flatMap((s, i) => [...(i > 0 ? [s.after_forward] : []), s.after_backward, s.after_optimizer_step, s.after_zero_grad]);
+      expect(new Set(later).size, r.name).toBe(1);
+      expect(r.steps[0]!.after_forward, r.name).toBeLessThan(later[0]!);
+      return later[0]!;
+    });
+    expect(outsideAllocatorBytes(gpu)).toBe(Math.max(...outside));
+    expect(Math.min(...outside)).toBe(gpu.non_pytorch_bytes + 69_206_016); // the MLP: the autograd thread's cuBLAS handle
+    expect(gpu.training_threads_source.kind).toBe('measured');
+  });
+});
 
 describe('findGpu', () => {
   it('finds a GPU by its id', () => {

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import catalog from '../../../resources/gpus.json' with { type: 'json' };
-import { createEngineHost, engineAnswerSchema, maybeGunzip, type EngineAnswer } from '../../../engine/index.ts';
+import { createEngineHost, engineAnswerSchema, maybeGunzip, memoryAvailableToPyTorch, type EngineAnswer } from '../../../engine/index.ts';
 
 const convTable = async () => JSON.parse(new TextDecoder().decode(maybeGunzip(readFileSync(new URL('../../../resources/cudnn-workspaces-h100.json.gz', import.meta.url)))));
 const mlp = JSON.parse(readFileSync(new URL('../../../examples/mlp-fp16.plan.json', import.meta.url), 'utf8')) as Record<string, unknown>;
@@ -138,7 +138,7 @@ describe('engine worker host', () => {
     expect(ids).not.toContain('a100-40gb');
     for (const g of r.needed!.fits_on) {
       const entry = catalog.gpus.find((c) => c.id === g.id)!;
-      expect(g.available_bytes).toBe(entry.total_memory_bytes - entry.non_pytorch_bytes);
+      expect(g.available_bytes).toBe(memoryAvailableToPyTorch(entry));
       expect(g.available_bytes).toBeGreaterThanOrEqual(r.needed!.peak_reserved_bytes);
     }
   });
