@@ -80,16 +80,27 @@ export class SortedBlocks {
   }
 
   insert(block: Block): void {
+    const items = this.items;
     const i = this.lowerBound(block.stream, block.size, block.ptr);
-    if (this.items[i] === block) throw new Error('block already in pool');
-    this.items.splice(i, 0, block);
+    if (items[i] === block) throw new Error('block already in pool');
+    // Shifted by hand: `splice` returns an array of what it removed, garbage on the allocator's hottest path.
+    for (let k = items.length; k > i; k--) items[k] = items[k - 1]!;
+    items[i] = block;
   }
 
   erase(block: Block): boolean {
     const i = this.lowerBound(block.stream, block.size, block.ptr);
     if (this.items[i] !== block) return false;
-    this.items.splice(i, 1);
+    this.removeAt(i);
     return true;
+  }
+
+  /** Takes out the block at index i. */
+  removeAt(i: number): void {
+    const items = this.items;
+    const last = items.length - 1;
+    for (let k = i; k < last; k++) items[k] = items[k + 1]!;
+    items.pop();
   }
 
   has(block: Block): boolean {

@@ -162,17 +162,8 @@ export class CachingAllocator {
    * out, as PyTorch lists only mapped ranges.
    */
   segments(): SegmentInfo[] {
-    const heads = new Set<Block>();
-    const addHead = (block: Block) => {
-      let b = block;
-      while (b.prev) b = b.prev;
-      heads.add(b);
-    };
-    for (const b of this.activeBlocks) addHead(b);
-    for (const b of this.largeBlocks.blocks.items) addHead(b);
-    for (const b of this.smallBlocks.blocks.items) addHead(b);
     const out: SegmentInfo[] = [];
-    for (const head of heads) {
+    for (const head of this.segmentHeads()) {
       const blocks: SegmentBlockInfo[] = [];
       let total = 0;
       let allocated = 0;
@@ -187,6 +178,25 @@ export class CachingAllocator {
       out.push({ address: blocks[0]!.address, total_size: total, allocated_size: allocated, stream: head.stream, segment_type: head.pool.isSmall ? 'small' : 'large', is_expandable: head.expandableSegment !== null, blocks });
     }
     return out.sort((a, b) => a.address - b.address);
+  }
+
+  /**
+   * The first block of every segment (mapped or not), each once: a segment's first block is handed out, cached
+   * free or an unmapped range of an expandable segment.
+   */
+  segmentHeads(): Block[] {
+    const heads: Block[] = [];
+    for (const b of this.activeBlocks) if (b.prev === null) heads.push(b);
+    for (const pool of [this.largeBlocks, this.smallBlocks]) {
+      for (const b of pool.blocks.items) if (b.prev === null) heads.push(b);
+      for (const b of pool.unmapped.items) if (b.prev === null) heads.push(b);
+    }
+    return heads;
+  }
+
+  /** Whether a free block is still waiting for its streams (`active_pending_free`) rather than cached. */
+  isPendingFree(block: Block): boolean {
+    return !block.allocated && this.activeBlocks.has(block);
   }
 
   // ---------------------------------------------------------------------------------------------- sizes
@@ -319,7 +329,7 @@ export class CachingAllocator {
     const i = this.findFreeBlockIndex(p.pool, p.stream, p.size);
     if (i < 0) return false;
     p.block = p.pool.blocks.items[i]!;
-    p.pool.blocks.items.splice(i, 1);
+    p.pool.blocks.removeAt(i);
     return true;
   }
 
@@ -406,12 +416,15 @@ export class CachingAllocator {
     const pool = block.pool;
     let netInactiveSplitBlocks = 0;
     let netInactiveSplitSize = 0;
-    for (const candidate of [block.prev, block.next]) {
-      const subsumed = this.tryMergeBlocks(block, candidate, pool);
-      if (subsumed > 0) {
-        netInactiveSplitBlocks -= 1;
-        netInactiveSplitSize -= subsumed;
-      }
+    const mergedPrev = this.tryMergeBlocks(block, block.prev, pool);
+    if (mergedPrev > 0) {
+      netInactiveSplitBlocks -= 1;
+      netInactiveSplitSize -= mergedPrev;
+    }
+    const mergedNext = this.tryMergeBlocks(block, block.next, pool);
+    if (mergedNext > 0) {
+      netInactiveSplitBlocks -= 1;
+      netInactiveSplitSize -= mergedNext;
     }
     this.activeBlocks.delete(block);
     block.label = undefined;

@@ -63,8 +63,7 @@ export class Parameter {
           // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
           if (device.useCount(grad) <= 1) {
             param.grad = device.ref(grad);
-            grad.storage.category = 'gradient';
-            grad.storage.label = `${name}.grad`;
+            device.rename(grad.storage, `${name}.grad`, 'gradient');
           } else {
             param.grad = device.empty(param.tensor.shape, param.tensor.dtype, `${name}.grad`, 'gradient');
           }
@@ -369,7 +368,9 @@ export class Autograd {
     start.deps = 0;
     start.buffer = null;
     for (let k = 0; k < seen.length; k++) {
-      for (const e of seen[k]!.next) {
+      const edges = seen[k]!.next;
+      for (let i = 0; i < edges.length; i++) {
+        const e = edges[i];
         if (!e) continue;
         const m = e.node;
         if (m.epoch !== epoch) {
@@ -413,7 +414,7 @@ export class Autograd {
           outputs[i] = converted;
         }
       }
-      for (const g of inputs) device.release(g); // the InputBuffer dies when call_function returns
+      for (let i = 0; i < inputs.length; i++) device.release(inputs[i]); // the InputBuffer dies when call_function returns
       if (!retainGraph) node.releaseVariables();
       for (let i = 0; i < outputs.length; i++) {
         const g = outputs[i] ?? null;

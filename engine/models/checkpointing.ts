@@ -15,11 +15,13 @@ export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, bod
   const outer = rt.autocast;
   const region = new Autocast(dtype);
   rt.autocast = region;
+  rt.cuda.unwindingFrames++; // its exit frees the region's casts, on an exception too
   try {
     return body();
   } finally {
     region.exit(rt);
     rt.autocast = outer;
+    rt.cuda.unwindingFrames--;
   }
 }
 

@@ -21,11 +21,13 @@ export interface Workspaces {
   cublasLtBytes: number;
 }
 
-/** Hears the storages a step allocates and frees, in order (train/step-replay.ts records a step with it). */
+/** Hears the storages a step allocates, renames and frees, in order (train/step-replay.ts records a step with it). */
 export interface StorageObserver {
   /** `allocatorLabel`: the label the allocator was given (the storage's own may be renamed later). */
   allocated(storage: Storage, allocatorLabel: string): void;
   freed(storage: Storage): void;
+  /** The storage is about to be given another label and category (`rename`). */
+  renaming(storage: Storage): void;
 }
 
 export class CudaDevice {
@@ -102,6 +104,13 @@ export class CudaDevice {
    */
   private scope: Tensor[] | null = null;
 
+  /**
+   * Frames open now that free memory when an exception unwinds them: `withScope`, and an autocast region whose
+   * `exit` runs in a `finally` (models/checkpointing.ts). An out-of-memory error raised while none is open frees
+   * nothing before the simulation catches it (Note [Replayed steps]).
+   */
+  unwindingFrames = 0;
+
   private track(t: Tensor): Tensor {
     this.scope?.push(t);
     return t;
@@ -112,6 +121,7 @@ export class CudaDevice {
     const outer = this.scope;
     const scope: Tensor[] = [];
     this.scope = scope;
+    this.unwindingFrames++;
     try {
       return fn();
     } catch (error) {
@@ -119,6 +129,7 @@ export class CudaDevice {
       throw error;
     } finally {
       this.scope = outer;
+      this.unwindingFrames--;
     }
   }
 
@@ -157,6 +168,13 @@ export class CudaDevice {
     s.block = null;
     this.afterChange(s, false);
     this.observer?.freed(s);
+  }
+
+  /** What a storage holds changes (AccumulateGrad steals a gradient: it becomes the parameter's `.grad`). */
+  rename(s: Storage, label: string, category: MemoryCategory): void {
+    this.observer?.renaming(s);
+    s.label = label;
+    s.category = category;
   }
 
   /** A view: a tensor of its own (its own shape) over t's storage, keeping t alive as its base. */

@@ -10,7 +10,7 @@ import type { Node, Parameter } from '../autograd/engine.ts';
 
 export function numel(shape: readonly number[]): number {
   let n = 1;
-  for (const d of shape) n *= d;
+  for (let i = 0; i < shape.length; i++) n *= shape[i]!;
   return n;
 }
 

@@ -24,12 +24,13 @@ import type { Runtime } from '../ops/runtime.ts';
 import type { Plan } from '../plan/schema.ts';
 import { CudaDevice } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
-import { nbytes, type Tensor } from '../tensor/tensor.ts';
+import { nbytes, type Storage, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
 import { steadyStateKey } from './steady-state.ts';
 import { LIMITS } from '../plan/limits.ts';
-import { StepProgram, StepRecorder } from './step-replay.ts';
+import { BothRecorders, StepProgram, StepRecorder } from './step-replay.ts';
+import { RecordedRun, keepRecordedRun, programKey, recordedRun } from './run-replay.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { memoryAvailableToPyTorch, outsideAllocatorBytes } from '../gpu/catalog.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
@@ -75,6 +76,21 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
 }
 
 
+/**
+ * Model types whose code frees memory in frames that unwind on an exception without counting themselves in
+ * `CudaDevice.unwindingFrames` (Note [Replayed steps]): Mixtral's `pythonFrame` (models/hf/mixtral-moe.ts) drops
+ * its locals in a `finally`. An out-of-memory error in a replayed step of one is left to the full simulation.
+ */
+const kUncountedUnwinding: ReadonlySet<string> = new Set(['mixtral']);
+
+/** The Hugging Face `model_type` of the plan's model (pasted or preset); null for layer lists and torchvision. */
+function hfModelType(plan: Plan): string | null {
+  const m = plan.model;
+  const preset = 'preset' in m ? PRESETS[m.preset] : undefined;
+  const config: Record<string, unknown> | null = 'hf_config' in m ? m.hf_config : preset?.kind === 'hf' ? preset.config : null;
+  return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
+}
+
 export interface SimulateOptions {
   /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
   device: DeviceSpec;
@@ -99,9 +115,16 @@ export interface SimulateOptions {
   neededOnOom?: boolean;
   /**
    * Replay the steps after the first repeatable one through the allocator alone (Note [Replayed steps],
-   * engine/train/step-replay.ts; default true unless `onTrace` is given). The result is the same either way.
+   * engine/train/step-replay.ts), and a program simulated before in this process whole (Note [Replayed runs],
+   * engine/train/run-replay.ts; default true unless `onTrace` is given). The result is the same either way.
    */
   replaySteps?: boolean;
+  /**
+   * Keep this run's requests for a later simulation of the same program (Note [Replayed runs]; default: when the
+   * peak's details are wanted, as for the answers a user reads). A search's trials, which only need the peaks, are
+   * seldom simulated again: recording them would cost more than it saves.
+   */
+  recordRun?: boolean;
   /**
    * Storage events (allocations and frees) past which no step is added to reach steady state: the plan's own
    * steps always run (engine/plan/limits.ts bounds them before a simulation starts), the steps after them only
@@ -172,16 +195,28 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const replaySteps = options.replaySteps ?? options.onTrace === undefined;
   let program: StepProgram | null = null;
   let replaying = false;
+  // Note [Replayed runs]: the same program simulated before in this process is replayed whole; else this one is
+  // recorded, to the end of its recorded step.
+  const key = replaySteps ? programKey(plan, spec) : null;
+  const recorded = key === null ? undefined : recordedRun(key);
+  const replayed: Storage[] = recorded ? recorded.newStorages() : [];
+  let runRecorder: StepRecorder | null = key !== null && !recorded && (options.recordRun ?? options.peakDetails !== false) ? new StepRecorder(cuda) : null;
   try {
     cuda.phase = 'load';
-    for (const p of model.parameters) {
-      const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter'); // buffers count with the parameters
-      if (!p.buffer && !p.frozen) params.push(new Parameter(p.name, tensor, cuda)); // frozen: requires_grad False
-      model.tensors.set(p.name, tensor);
+    cuda.observer = runRecorder;
+    if (recorded) {
+      replaying = true;
+      recorded.replayLoad(cuda, replayed);
+    } else {
+      for (const p of model.parameters) {
+        const tensor = cuda.empty(p.shape, p.dtype, p.name, 'parameter'); // buffers count with the parameters
+        if (!p.buffer && !p.frozen) params.push(new Parameter(p.name, tensor, cuda)); // frozen: requires_grad False
+        model.tensors.set(p.name, tensor);
+      }
+      const order = model.optimizerOrder;
+      const byName = new Map(params.map((p) => [p.name, p]));
+      optimizer = new Optimizer(cuda, order ? order.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
     }
-    const order = model.optimizerOrder;
-    const byName = new Map(params.map((p) => [p.name, p]));
-    optimizer = new Optimizer(cuda, order ? order.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
     let inputs: Tensor[] = [];
     let loss: Tensor | null = null;
     // At least the plan's steps, then on until the allocator's state repeats (Note [Steady state],
@@ -221,8 +256,15 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       if (program) {
         replaying = true;
         program.replay(cuda, result);
+      } else if (recorded) {
+        recorded.replayStep(step, cuda, result, replayed);
+        if (step === recorded.recordedStep) program = recorded.programAfter(replayed);
       } else {
-        if (replaySteps && step === recordedStep) cuda.observer = recorder = new StepRecorder(cuda);
+        runRecorder?.beginStep();
+        if (replaySteps && step === recordedStep) {
+          recorder = new StepRecorder(cuda);
+          cuda.observer = runRecorder ? new BothRecorders(runRecorder, recorder) : recorder;
+        }
         const stepStartEvent = cuda.events;
         for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
           cuda.phase = 'forward';
@@ -241,6 +283,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
           }
           result.after_forward_bytes.push(allocator.allocatedBytes);
           recorder?.mark();
+          runRecorder?.mark();
           cuda.phase = 'backward';
           // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
           const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
@@ -250,26 +293,31 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
           cuda.release(root);
           result.after_backward_bytes.push(allocator.allocatedBytes);
           recorder?.mark();
+          runRecorder?.mark();
         }
         cuda.phase = 'optimizer';
         if (scaler) {
           // the first grad_scaler_skipped_steps steps overflowed (their data's business): GradScaler skips them
-          scaler.step(rt, optimizer, step <= t.grad_scaler_skipped_steps);
+          scaler.step(rt, optimizer!, step <= t.grad_scaler_skipped_steps); // made unless the run is replayed
           scaler.update(rt);
         } else {
-          optimizer.step();
+          optimizer!.step();
         }
         result.after_optimizer_step_bytes = allocator.allocatedBytes;
         recorder?.mark();
+        runRecorder?.mark();
         cuda.phase = 'zero_grad';
-        optimizer.zeroGrad();
+        optimizer!.zeroGrad();
         result.after_zero_grad_bytes = allocator.allocatedBytes;
         recorder?.mark();
+        runRecorder?.mark();
         if (recorder) {
           cuda.observer = null;
           // A convolution's workspaces depend on the allocator's state (cuDNN's plan fallback): not replayed.
           program = cuda.convPlans.size === 0 ? StepProgram.prepare(recorder, previousStepStartEvent, t.grad_accumulation_steps, cuda.phase) : null;
+          if (program && runRecorder) keepRecordedRun(key!, new RecordedRun(runRecorder, recorder, program, step, 2 * t.grad_accumulation_steps + 2));
           recorder = null;
+          runRecorder = null;
         }
         previousStepStartEvent = stepStartEvent;
       }
@@ -286,8 +334,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     if (untilSteady && !repeated) unsettled = { steps: steps.length, reason: !canRepeat ? 'garbage_collection' : steps.length >= kMaxSteps ? 'max_steps' : 'work_limit' };
   } catch (error) {
     if (!(error instanceof OutOfMemoryError)) throw error;
-    // Out of memory in a replayed step: the full step would unwind its Python frames (more frees, the stats after).
-    if (replaying) return simulate(plan, { ...options, replaySteps: false });
+    // Out of memory in a replayed step inside frames that free memory as they unwind (Note [Replayed steps]): the
+    // replay cannot know those frees, the full simulation can.
+    if (replaying && !((program ?? recorded!).oomAsFull && !kUncountedUnwinding.has(hfModelType(plan) ?? ''))) return simulate(plan, { ...options, replaySteps: false });
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
     // The failing step's peaks so far (its peak was reset when it began), not zeros.
     const failing = steps[steps.length - 1];

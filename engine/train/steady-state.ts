@@ -24,15 +24,30 @@
  * gradient in step 1's backward takes the other one's free tail (best fit breaks ties by address), and memplan runs
  * out in step 3 at 87 (real: step 5) and in step 7 at 84 (real: fits 12 steps).
  */
+import type { Block } from '../allocator/block.ts';
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import type { SimulatedDevice } from '../allocator/device-memory.ts';
 
-/** Everything that decides the next step's allocations, as one string (equal strings: equal futures). */
+/**
+ * Everything that decides the next step's allocations, as one string (equal strings: equal futures): the
+ * segments of `allocator.segments()` in address order, each block's address, size and state, read straight from
+ * the blocks (this runs after every step).
+ */
 export function steadyStateKey(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): string {
+  const segments: { address: number; head: Block }[] = [];
+  for (const head of allocator.segmentHeads()) {
+    let first: Block | null = head;
+    while (first && !first.mapped) first = first.next;
+    if (first) segments.push({ address: first.ptr, head });
+  }
+  segments.sort((a, b) => a.address - b.address);
   const parts: string[] = [device.addressSpaceKey()];
-  for (const segment of allocator.segments()) {
-    parts.push(`S${segment.address}:${segment.stream}:${segment.segment_type}:${segment.is_expandable ? 'e' : ''}`);
-    for (const b of segment.blocks) parts.push(`${b.address}+${b.size}${b.state === 'active_allocated' ? `a${b.requested_size}` : b.state === 'active_pending_free' ? 'p' : ''}`);
+  for (const { address, head } of segments) {
+    parts.push(`S${address}:${head.stream}:${head.pool.isSmall ? 'small' : 'large'}:${head.expandableSegment !== null ? 'e' : ''}`);
+    for (let b: Block | null = head; b; b = b.next) {
+      if (!b.mapped) continue;
+      parts.push(`${b.ptr}+${b.size}${b.allocated ? `a${b.requestedSize}` : allocator.isPendingFree(b) ? 'p' : ''}`);
+    }
   }
   for (const [key, sizes] of [...convPlans].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) parts.push(`${key}=${sizes.join(',')}`);
   return parts.join(' ');

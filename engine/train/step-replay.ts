@@ -10,9 +10,15 @@
  *
  * The program's requests depend on the allocator's state in one place: cuDNN's plan fallback (ops/conv.ts), which
  * catches an out-of-memory error, empties the cache and asks for other workspaces. A model with convolutions is
- * therefore never replayed. An out-of-memory error in a replayed step ends the step as in the full simulation, but
- * the full one then unwinds Python frames (more frees), which a replay cannot know: `simulate` then runs the plan
- * again without replay (engine/train/simulate.ts).
+ * therefore never replayed. An out-of-memory error in a replayed step ends the step as in the full simulation.
+ * Where the full step would then unwind frames that free memory (a checkpointed region's recomputation releases
+ * what its scope holds, an autocast region its casts: `CudaDevice.unwindingFrames` counts them; Mixtral's frames
+ * do not count themselves, simulate.ts's kUncountedUnwinding), the replay cannot know those frees: `simulate`
+ * runs the plan again without replay (engine/train/simulate.ts). Where none was
+ * open, as for every failing request of the bench's searches (GPT-2 XL, Llama 2 70B and 405B: all in backward,
+ * outside recomputation), the full simulation frees nothing more before it stops, and the replay's state is its
+ * state: the step's storages then carry the labels they had at the failing request (a gradient AccumulateGrad
+ * steals later in the step keeps its first name), and the replayed result is the full one.
  *
  * A step also frees what the previous step left (its inputs and loss, rebound; GradScaler's found_inf): the
  * recorded step frees storages of the step before it, and a replayed step frees the same storages of its own
@@ -32,7 +38,7 @@ export interface StepMarks {
   after_zero_grad_bytes: number;
 }
 
-/** Records one step's storage requests as the simulated GPU makes them. */
+/** Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed runs]). */
 export class StepRecorder implements StorageObserver {
   private readonly cuda: CudaDevice;
   /** Storages allocated in the step, in order, with the allocator's label and the phase they came in. */
@@ -45,6 +51,14 @@ export class StepRecorder implements StorageObserver {
   readonly carried: Storage[] = [];
   /** The number of requests made when each mark (forward, backward, ... zero_grad) was read. */
   readonly marks: number[] = [];
+  /** Per request: whether frames that free memory on an exception were open (`CudaDevice.unwindingFrames`). */
+  readonly unwinding: boolean[] = [];
+  /** Per storage: its label and category when allocated, and the number of requests made when it was renamed (-1: never). */
+  readonly firstLabels: string[] = [];
+  readonly firstCategories: MemoryCategory[] = [];
+  readonly renamedAt: number[] = [];
+  /** A storage was renamed twice, or one of an earlier step was: an out-of-memory error cannot be replayed exactly. */
+  renamesUntracked = false;
   private readonly index = new Map<Storage, number>();
 
   constructor(cuda: CudaDevice) {
@@ -58,6 +72,16 @@ export class StepRecorder implements StorageObserver {
     this.allocatorLabels.push(allocatorLabel);
     this.requests.push(2 * k);
     this.phases.push(this.cuda.phase);
+    this.unwinding.push(this.cuda.unwindingFrames > 0);
+    this.firstLabels.push(storage.label);
+    this.firstCategories.push(storage.category);
+    this.renamedAt.push(-1);
+  }
+
+  renaming(storage: Storage): void {
+    const k = this.index.get(storage);
+    if (k === undefined || this.renamedAt[k] !== -1) this.renamesUntracked = true;
+    else this.renamedAt[k] = this.requests.length;
   }
 
   freed(storage: Storage): void {
@@ -68,42 +92,178 @@ export class StepRecorder implements StorageObserver {
       this.requests.push(-this.carried.length);
     }
     this.phases.push(this.cuda.phase);
+    this.unwinding.push(this.cuda.unwindingFrames > 0);
   }
 
   /** Where the step reads the allocator (after forward, after backward, ...). */
   mark(): void {
     this.marks.push(this.requests.length);
   }
+
+  /** The number of requests made when each step began (a run's recording: Note [Replayed runs]). */
+  readonly stepStarts: number[] = [];
+
+  beginStep(): void {
+    this.stepStarts.push(this.requests.length);
+  }
+
+  /** The index of a storage allocated while recording (-1: an earlier one). */
+  indexOf(storage: Storage): number {
+    return this.index.get(storage) ?? -1;
+  }
 }
 
-/** A recorded step, ready to replay; `prepare` returns null when it cannot be replayed exactly. */
-export class StepProgram {
+/** Two recorders hearing the same requests (a run's and its recorded step's). */
+export class BothRecorders implements StorageObserver {
+  private readonly a: StorageObserver;
+  private readonly b: StorageObserver;
+
+  constructor(a: StorageObserver, b: StorageObserver) {
+    this.a = a;
+    this.b = b;
+  }
+
+  allocated(storage: Storage, allocatorLabel: string): void {
+    this.a.allocated(storage, allocatorLabel);
+    this.b.allocated(storage, allocatorLabel);
+  }
+
+  freed(storage: Storage): void {
+    this.a.freed(storage);
+    this.b.freed(storage);
+  }
+
+  renaming(storage: Storage): void {
+    this.a.renaming(storage);
+    this.b.renaming(storage);
+  }
+}
+
+/**
+ * Recorded storage requests, replayed range by range (a step, or the loading and the first steps of a run:
+ * Note [Replayed runs], run-replay.ts): each request in order and in its phase, reading the allocator at the marks.
+ */
+export class RequestTape {
   private readonly sizes: number[];
   private readonly labels: string[];
   private readonly categories: MemoryCategory[];
   private readonly allocatorLabels: string[];
-  private readonly requests: Int32Array;
+  readonly requests: Int32Array;
   private readonly phases: string[];
-  private readonly marks: number[];
-  /** For the j-th storage of the previous step freed: which of that step's storages it is. */
-  private readonly carriedFrom: Int32Array;
-  /** The phase the step ends in. */
-  private readonly endPhase: string;
-  /** The previous step's storages (the recorded step's, then each replayed step's). */
-  private previous: Storage[];
+  readonly marks: number[];
+  /** Per request: an out-of-memory error there would unwind frames that free memory in the full step. */
+  private readonly unwinding: boolean[];
+  private readonly firstLabels: string[];
+  private readonly firstCategories: MemoryCategory[];
+  private readonly renamedAt: number[];
+  private readonly renamesUntracked: boolean;
+  /**
+   * The last replay ran out of memory where the full simulation would stop with the same state (no frame that
+   * frees memory was open): its result is the full simulation's.
+   */
+  oomAsFull = false;
 
-  private constructor(r: StepRecorder, carriedFrom: Int32Array, endPhase: string) {
+  constructor(r: StepRecorder) {
     this.sizes = r.storages.map((s) => s.nbytes);
-    // What the storages are called once the step is over (AccumulateGrad renames the gradient it steals).
+    // What the storages are called once the recording is over (AccumulateGrad renames the gradient it steals).
     this.labels = r.storages.map((s) => s.label);
     this.categories = r.storages.map((s) => s.category);
     this.allocatorLabels = r.allocatorLabels;
     this.requests = Int32Array.from(r.requests);
     this.phases = r.phases;
     this.marks = r.marks;
+    this.unwinding = r.unwinding;
+    this.firstLabels = r.firstLabels;
+    this.firstCategories = r.firstCategories;
+    this.renamedAt = r.renamedAt;
+    this.renamesUntracked = r.renamesUntracked;
+  }
+
+  get storageCount(): number {
+    return this.sizes.length;
+  }
+
+  /**
+   * Replays requests [from, to) into `current` (the storages by recorded index), reading the allocator at marks
+   * [markFrom, markTo) into `into`: a step's marks are forward and backward per micro-step, then after the
+   * optimizer step and after zero_grad. `previous[carriedFrom[j]]` is the j-th storage of an earlier step freed.
+   * Throws the allocator's OutOfMemoryError as the full simulation would have.
+   */
+  replay(cuda: CudaDevice, from: number, to: number, markFrom: number, markTo: number, into: StepMarks | null, current: Storage[], previous: readonly Storage[] = [], carriedFrom: Int32Array = new Int32Array(0)): void {
+    this.oomAsFull = false;
+    const requests = this.requests;
+    const readAt = this.marks;
+    let nextMark = markFrom;
+    const read = () => {
+      const bytes = cuda.allocator.allocatedBytes;
+      if (into === null) {
+        // marks outside a step: none are recorded
+      } else if (nextMark === markTo - 2) into.after_optimizer_step_bytes = bytes;
+      else if (nextMark === markTo - 1) into.after_zero_grad_bytes = bytes;
+      else if ((nextMark - markFrom) % 2 === 0) into.after_forward_bytes.push(bytes);
+      else into.after_backward_bytes.push(bytes);
+      nextMark++;
+    };
+    for (let i = from; i < to; i++) {
+      while (nextMark < markTo && readAt[nextMark] === i) read();
+      cuda.phase = this.phases[i]!;
+      const r = requests[i]!;
+      if (r < 0) cuda.freeStorage(previous[carriedFrom[-r - 1]!]!);
+      else if ((r & 1) === 0) {
+        const k = r >> 1;
+        try {
+          current[k] = cuda.allocateStorage(this.sizes[k]!, this.labels[k]!, this.categories[k]!, this.allocatorLabels[k]!);
+        } catch (error) {
+          this.stopAt(i, k, current);
+          throw error;
+        }
+      } else cuda.freeStorage(current[r >> 1]!);
+    }
+    while (nextMark < markTo) read();
+  }
+
+  /**
+   * Request i (allocating storage k) failed: the storages allocated before it get back the names they had at
+   * that point of the full simulation (those renamed later), and `oomAsFull` says whether the full simulation
+   * would have stopped with this state.
+   */
+  private stopAt(i: number, k: number, current: Storage[]): void {
+    if (this.unwinding[i] || this.renamesUntracked) return;
+    for (let j = 0; j < k; j++) {
+      if (this.renamedAt[j]! > i && current[j]) {
+        current[j]!.label = this.firstLabels[j]!;
+        current[j]!.category = this.firstCategories[j]!;
+      }
+    }
+    this.oomAsFull = true;
+  }
+}
+
+/** A recorded step, ready to replay; `prepare` returns null when it cannot be replayed exactly. */
+export class StepProgram {
+  private readonly tape: RequestTape;
+  /** For the j-th storage of the previous step freed: which of that step's storages it is. */
+  private readonly carriedFrom: Int32Array;
+  /** The phase the step ends in. */
+  private readonly endPhase: string;
+  /** The previous step's storages (the recorded step's, then each replayed step's). */
+  private previous: readonly Storage[];
+
+  private constructor(r: StepRecorder, carriedFrom: Int32Array, endPhase: string) {
+    this.tape = new RequestTape(r);
     this.carriedFrom = carriedFrom;
     this.endPhase = endPhase;
     this.previous = r.storages;
+  }
+
+  /** The last replay ran out of memory where the full step would stop with the same state (RequestTape). */
+  get oomAsFull(): boolean {
+    return this.tape.oomAsFull;
+  }
+
+  /** Replays from here on after a step whose storages, in the recorded step's order, are `previous` (run-replay.ts). */
+  seat(previous: readonly Storage[]): void {
+    this.previous = previous;
   }
 
   /**
@@ -141,33 +301,12 @@ export class StepProgram {
 
   /**
    * Runs the step again on the simulated GPU: each request in order, in its phase. Throws the allocator's
-   * OutOfMemoryError as the full step would have.
+   * OutOfMemoryError as the full step would have (`oomAsFull` says whether the state it leaves is the full step's).
    */
   replay(cuda: CudaDevice, marks: StepMarks): void {
-    const previous = this.previous;
-    const current: Storage[] = new Array(this.sizes.length);
-    const requests = this.requests;
-    const readAt = this.marks;
-    let nextMark = 0;
-    const read = () => {
-      const bytes = cuda.allocator.allocatedBytes;
-      if (nextMark === readAt.length - 2) marks.after_optimizer_step_bytes = bytes;
-      else if (nextMark === readAt.length - 1) marks.after_zero_grad_bytes = bytes;
-      else if (nextMark % 2 === 0) marks.after_forward_bytes.push(bytes);
-      else marks.after_backward_bytes.push(bytes);
-      nextMark++;
-    };
-    for (let i = 0; i < requests.length; i++) {
-      while (nextMark < readAt.length && readAt[nextMark] === i) read();
-      cuda.phase = this.phases[i]!;
-      const r = requests[i]!;
-      if (r < 0) cuda.freeStorage(previous[this.carriedFrom[-r - 1]!]!);
-      else if ((r & 1) === 0) {
-        const k = r >> 1;
-        current[k] = cuda.allocateStorage(this.sizes[k]!, this.labels[k]!, this.categories[k]!, this.allocatorLabels[k]!);
-      } else cuda.freeStorage(current[r >> 1]!);
-    }
-    while (nextMark < readAt.length) read();
+    const tape = this.tape;
+    const current: Storage[] = new Array(tape.storageCount);
+    tape.replay(cuda, 0, tape.requests.length, 0, tape.marks.length, marks, current, this.previous, this.carriedFrom);
     cuda.phase = this.endPhase;
     this.previous = current;
   }

@@ -11,6 +11,7 @@ import { parseAllocatorConf } from '../../../engine/allocator/config.ts';
 import { SimulatedDevice } from '../../../engine/allocator/device-memory.ts';
 import type { Block } from '../../../engine/allocator/block.ts';
 import { STAT_ARRAY_NAMES } from '../../../engine/allocator/stats.ts';
+import { steadyStateKey } from '../../../engine/train/steady-state.ts';
 
 const MiB = 1_048_576;
 const GiB = 1024 * MiB;
@@ -170,6 +171,27 @@ describe('caching allocator invariants on random programs', () => {
       { numRuns: RUNS },
     );
     console.log(`allocator drain: ${RUNS} random programs freed and emptied to zero`);
+  });
+
+  it("gives the steady-state key (engine/train/steady-state.ts) the segments memory_snapshot() lists, block for block", () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(scenario, ({ conf, capBytes, ops }) => {
+        const device = new SimulatedDevice(80 * GiB);
+        execute(conf, capBytes, ops, (run) => {
+          // The key as it was first written, from segments() (the snapshot's SegmentInfo list).
+          const parts: string[] = [device.addressSpaceKey()];
+          for (const segment of run.allocator.segments()) {
+            parts.push(`S${segment.address}:${segment.stream}:${segment.segment_type}:${segment.is_expandable ? 'e' : ''}`);
+            for (const b of segment.blocks) parts.push(`${b.address}+${b.size}${b.state === 'active_allocated' ? `a${b.requested_size}` : b.state === 'active_pending_free' ? 'p' : ''}`);
+          }
+          expect(steadyStateKey(run.allocator, device, new Map())).toBe(parts.join(' '));
+          checked++;
+        });
+      }),
+      { numRuns: RUNS / 4 },
+    );
+    console.log(`steady-state key: ${checked} allocator states read as segments() lists them`);
   });
 
   it('is deterministic: the same program under the same settings makes the same trace', () => {
