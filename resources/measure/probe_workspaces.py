@@ -75,7 +75,13 @@ def small_image_convs():
     return sorted(out)
 
 
-GRIDS = {"torchvision": CONVS, "small-images": small_image_convs()}
+# ResNet-18's and ResNet-34's convolutions alone: to measure them at the batches a whole GPU reaches (thousands)
+RESNET18 = [c for c in CONVS if c[:6] in {
+    (3, 64, 7, 2, 3, 224), (64, 64, 3, 1, 1, 56), (64, 128, 3, 2, 1, 56), (64, 128, 1, 2, 0, 56), (128, 128, 3, 1, 1, 28),
+    (128, 256, 3, 2, 1, 28), (128, 256, 1, 2, 0, 28), (256, 256, 3, 1, 1, 14), (256, 512, 3, 2, 1, 14),
+    (256, 512, 1, 2, 0, 14), (512, 512, 3, 1, 1, 7)}]
+
+GRIDS = {"torchvision": CONVS, "small-images": small_image_convs(), "resnet18": RESNET18}
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
