@@ -11,6 +11,7 @@ import { PRESETS } from '../../../engine/models/presets.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { allocationsOf, backwardStart, first, type Alloc } from './allocations.ts';
 
 const B = 2;
 const T = 128;
@@ -27,46 +28,12 @@ const small = (modelType: 'gemma2' | 'gemma3_text', extra: Record<string, unknow
   ...extra,
 });
 
-interface Alloc {
-  label: string;
-  size: number;
-  alloc: number;
-  free: number;
-}
 
 /** Every allocation of one step with its label and the event indices of its allocation and free. */
 function allocations(hf: Record<string, unknown>, training: Record<string, unknown> = {}): Alloc[] {
-  const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: B, seq_len: T, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training } });
-  const out: Alloc[] = [];
-  const live = new Map<number, Alloc>();
-  let i = 0;
-  simulate(plan, {
-    device: planGpu(plan),
-    untilSteady: false,
-    timelinePoints: 0,
-    peakDetails: false,
-    onTrace: (action, addr, size, _stream, label) => {
-      i++;
-      if (action === 'alloc') {
-        const a = { label: label ?? '', size, alloc: i, free: Infinity };
-        out.push(a);
-        live.set(addr, a);
-      } else if (action === 'free_completed' && live.has(addr)) {
-        live.get(addr)!.free = i;
-        live.delete(addr);
-      }
-    },
-  });
-  return out;
+  return allocationsOf(parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: B, seq_len: T, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training } }));
 }
 
-const first = (all: Alloc[], label: string) => {
-  const a = all.find((x) => x.label === label);
-  if (!a) throw new Error(`no allocation labelled ${label}`);
-  return a;
-};
-/** The event where backward starts: the first gradient the step allocates. */
-const backwardStart = (all: Alloc[]) => all.find((x) => x.label.startsWith('grad of'))!.alloc;
 
 describe('Gemma final logit soft-capping', () => {
   it('keeps tanh(logits / cap) [B, T, vocab] for backward; logits / cap dies at the next statement', () => {

@@ -11,6 +11,7 @@ import { simulate } from '../../../engine/train/simulate.ts';
 import { findMaxBatch } from '../../../engine/search/max-batch.ts';
 import { radixSortTempBytes } from '../../../engine/ops/embedding.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { allocationsOf, backwardStart, first, type Alloc } from './allocations.ts';
 import { caveatsText } from '../../../cli/caveats.ts';
 
 const B = 2;
@@ -34,12 +35,6 @@ const small = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-interface Alloc {
-  label: string;
-  size: number;
-  alloc: number;
-  free: number;
-}
 
 function planOf(hf: Record<string, unknown>, training: Record<string, unknown> = {}, gpu: Record<string, unknown> = {}) {
   return parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: B, seq_len: T, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training }, ...(Object.keys(gpu).length ? { gpu } : {}) });
@@ -47,39 +42,12 @@ function planOf(hf: Record<string, unknown>, training: Record<string, unknown> =
 
 /** Every allocation of one step with its label and the event indices of its allocation and free. */
 function allocations(hf: Record<string, unknown>, training: Record<string, unknown> = {}, gpu: Record<string, unknown> = {}): Alloc[] {
-  const plan = planOf(hf, training, gpu);
-  const out: Alloc[] = [];
-  const live = new Map<number, Alloc>();
-  let i = 0;
-  simulate(plan, {
-    device: planGpu(plan),
-    untilSteady: false,
-    timelinePoints: 0,
-    peakDetails: false,
-    onTrace: (action, addr, size, _stream, label) => {
-      i++;
-      if (action === 'alloc') {
-        const a = { label: label ?? '', size, alloc: i, free: Infinity };
-        out.push(a);
-        live.set(addr, a);
-      } else if (action === 'free_completed' && live.has(addr)) {
-        live.get(addr)!.free = i;
-        live.delete(addr);
-      }
-    },
-  });
-  return out;
+  return allocationsOf(planOf(hf, training, gpu));
 }
 
 const L0 = 'model.layers.0.mlp';
-const first = (all: Alloc[], label: string) => {
-  const a = all.find((x) => x.label === label);
-  if (!a) throw new Error(`no allocation labelled ${label}`);
-  return a;
-};
 const every = (all: Alloc[], label: string) => all.filter((x) => x.label === label);
 /** The event where backward starts: the first gradient the step allocates. */
-const backwardStart = (all: Alloc[]) => all.find((x) => x.label.startsWith('grad of'))!.alloc;
 /** Freed as the next event of the allocator (a free's trace has a request and a completion). */
 const freedRightAfter = (a: Alloc, b: Alloc) => a.free > b.alloc && a.free <= b.alloc + 2;
 

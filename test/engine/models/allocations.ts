@@ -1,0 +1,51 @@
+/**
+ * A simulated run's allocations with their lifetimes, for tests that check what a model allocates, what it keeps
+ * for backward and when each is freed (test/engine/models/*.test.ts).
+ */
+import { planGpu } from '../../../cli/gpus.ts';
+import type { Plan } from '../../../engine/plan/schema.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+
+export interface Alloc {
+  label: string;
+  size: number;
+  /** The trace event index of the allocation. */
+  alloc: number;
+  /** The trace event index of its free (Infinity: alive at the end). */
+  free: number;
+}
+
+/** Every allocation of the plan's steps, in order, with its label and the events of its allocation and free. */
+export function allocationsOf(plan: Plan): Alloc[] {
+  const out: Alloc[] = [];
+  const live = new Map<number, Alloc>();
+  let i = 0;
+  simulate(plan, {
+    device: planGpu(plan),
+    untilSteady: false,
+    timelinePoints: 0,
+    peakDetails: false,
+    onTrace: (action, addr, size, _stream, label) => {
+      i++;
+      if (action === 'alloc') {
+        const a = { label: label ?? '', size, alloc: i, free: Infinity };
+        out.push(a);
+        live.set(addr, a);
+      } else if (action === 'free_completed' && live.has(addr)) {
+        live.get(addr)!.free = i;
+        live.delete(addr);
+      }
+    },
+  });
+  return out;
+}
+
+/** The first allocation with this label. */
+export function first(all: Alloc[], label: string): Alloc {
+  const a = all.find((x) => x.label === label);
+  if (!a) throw new Error(`no allocation labelled ${label}`);
+  return a;
+}
+
+/** The event where backward starts: the first gradient the step allocates. */
+export const backwardStart = (all: Alloc[]) => all.find((x) => x.label.startsWith('grad of'))!.alloc;
