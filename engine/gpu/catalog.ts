@@ -35,8 +35,8 @@ export const gpuSpecSchema = z
     non_pytorch_bytes: z.number().int('must be a whole number').nonnegative('must be zero or more'),
     non_pytorch_source: evidenceSchema,
     /**
-     * What a training process adds outside the allocator from its first backward on: the autograd thread's cuBLAS
-     * and cuDNN handles (measured on the H100: test/fixtures/device/h100_training_outside.json).
+     * What a training process adds outside the allocator at its first backward: the autograd thread's cuBLAS and
+     * cuDNN handles (measured on the H100: test/fixtures/device/h100_training_outside.json; Note [Library handles]).
      */
     training_threads_bytes: z.number().int('must be a whole number').nonnegative('must be zero or more'),
     training_threads_source: evidenceSchema,

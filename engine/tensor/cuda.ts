@@ -36,13 +36,32 @@ export class CudaDevice {
   private readonly threadWorkspaces = new Map<string, Tensor>();
   /** The thread ops run on now: backward runs on autograd's device thread. */
   thread: Thread = 'main';
-  phase = 'load';
+  private currentPhase = 'load';
+  /**
+   * Runs once, as the first backward begins: autograd's device thread starts and creates its library handles
+   * outside the allocator (Note [Library handles] in train/simulate.ts). Throws OutOfMemoryError when they find no room.
+   */
+  onFirstBackward: (() => void) | null = null;
   step = 0;
   events = 0;
   /** Allocated and reserved bytes after each event, and the step and phase it happened in (compact columns). */
   private readonly timelineColumns = new TimelineRecorder(1);
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
   readonly convPlans = new Map<string, readonly number[]>();
+  /** What the simulated program is doing: 'load', 'forward', 'backward', 'optimizer', 'zero_grad'. */
+  get phase(): string {
+    return this.currentPhase;
+  }
+
+  set phase(phase: string) {
+    this.currentPhase = phase;
+    if (phase === 'backward' && this.onFirstBackward) {
+      const first = this.onFirstBackward;
+      this.onFirstBackward = null;
+      first();
+    }
+  }
+
   /** Record the timeline (off for the trials of a search, which only need the peaks). */
   recordTimeline = true;
   /**

@@ -9,7 +9,7 @@ import { Autograd, Parameter } from '../autograd/engine.ts';
 import { CachingAllocator, OutOfMemoryError, type TraceListener } from '../allocator/caching-allocator.ts';
 import { parseAllocatorConf } from '../allocator/config.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
-import { memorySummary } from '../allocator/format.ts';
+import { formatSize, memorySummary } from '../allocator/format.ts';
 import { layerListModel } from '../models/layer-list.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
@@ -32,7 +32,7 @@ import { LIMITS } from '../plan/limits.ts';
 import { BothRecorders, StepProgram, StepRecorder } from './step-replay.ts';
 import { RecordedRun, keepRecordedRun, programKey, recordedRun } from './run-replay.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
-import { memoryAvailableToPyTorch, outsideAllocatorBytes } from '../gpu/catalog.ts';
+import { outsideAllocatorBytes } from '../gpu/catalog.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { caveatsFor } from '../result/caveats.ts';
 import { DEFAULT_TIMELINE_POINTS, decimateTimeline } from '../result/timeline.ts';
@@ -144,6 +144,32 @@ export function unboundedDevice(spec: DeviceSpec): DeviceSpec {
   return { ...spec, total_memory_bytes: kUnboundedMemoryBytes };
 }
 
+/*
+ * Note [Library handles]
+ * ~~~~~~~~~~~~~~~~~~~~~~
+ * A training process's memory outside the caching allocator grows once, when its first backward begins: autograd's
+ * device thread creates its own cuBLAS handle and, where cuDNN runs, cuDNN handles, from the device and not through
+ * the allocator. Measured alone on the H100 (test/fixtures/device/h100_training_outside.json): 718 MB after the
+ * first matmul (the catalog's non_pytorch_bytes), 804 MB from step 1's backward on, in every later step the same
+ * (the catalog's training_threads_bytes is the difference). PyTorch frees no cached blocks for these handles: when
+ * the allocator has reserved their room during step 1's forward, creating them fails, and the run with it (the
+ * whole-GPU ResNet-18 AMP runs from batch 6644 on the H100: CUBLAS_STATUS_ALLOC_FAILED at cublasCreate, or
+ * CUDNN_STATUS_INTERNAL_ERROR, with 84.22-84.35 GB reserved). So the simulated device offers the allocator
+ * total_memory_bytes - non_pytorch_bytes until the first backward, which needs training_threads_bytes free on the
+ * device and keeps them (memoryAvailableToPyTorch: what is left from then on).
+ */
+function createAutogradThreadHandles(device: SimulatedDevice, bytes: number): void {
+  const free = device.freeBytes;
+  if (free < bytes) {
+    throw new OutOfMemoryError(
+      `CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling \`cublasCreate(handle)\`: the first backward's thread needs ${formatSize(bytes)} of GPU memory outside PyTorch's allocator for its cuBLAS and cuDNN handles, and ${formatSize(Math.max(0, free))} is free: the caching allocator reserved the rest during the forward (PyTorch frees no cached blocks for library handles)`,
+      bytes,
+      bytes,
+    );
+  }
+  device.capacityBytes -= bytes;
+}
+
 /** Peak reserved and allocated of the plan with no cap on unbounded memory (the plan's GPU otherwise). */
 export function neededMemory(plan: Plan, spec: DeviceSpec): { peak_reserved_bytes: number; peak_allocated_bytes: number } {
   const { gpu: _cap, ...uncapped } = plan;
@@ -160,7 +186,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   // byte under the limit (2 GiB on the H100: 2,147,483,647 B, as the measurement script's `allowed_bytes`), and a
   // run whose segments fill the cap exactly then runs out (measured: the ReLU MLP with checkpointing at 19,584).
   const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
-  const deviceMemory = new SimulatedDevice(memoryAvailableToPyTorch(spec));
+  // Until the first backward the device offers the allocator all but the context; then autograd's thread takes
+  // training_threads_bytes for its library handles (Note [Library handles]).
+  const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes);
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
     device: deviceMemory,
@@ -174,6 +202,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     { cublasBytes: spec.cublas_workspace_bytes, cublasLtBytes: kCublasLtWorkspaceBytes },
     { multiProcessorCount: spec.multi_processor_count, maxThreadsPerMultiProcessor: spec.max_threads_per_multi_processor },
   );
+  cuda.onFirstBackward = () => createAutogradThreadHandles(deviceMemory, spec.training_threads_bytes);
   const autograd = new Autograd(cuda);
   const rt: Runtime = { cuda, autograd, autocast: null };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
