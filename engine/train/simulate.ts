@@ -417,7 +417,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     fits: oom === null,
     peak_allocated_bytes: peakAllocatedBytes,
     peak_reserved_bytes: peakReservedBytes,
-    nvidia_smi_bytes: peakReservedBytes + outsideAllocatorBytes(spec),
+    // the handles of Note [Library handles] exist only from the first backward: never more than the GPU has
+    nvidia_smi_bytes: Math.min(spec.total_memory_bytes, peakReservedBytes + outsideAllocatorBytes(spec)),
     headroom_bytes: cap - peakReservedBytes,
     peak_at: peakAt,
     steps,
