@@ -162,7 +162,6 @@ export function findGpu(catalog: GpuCatalog, nameOrId: string): GpuSpec {
   throw new InputError('gpu.name', `unknown GPU "${nameOrId.trim()}"; known: ${known}${suggestion}`);
 }
 
-/** What PyTorch's caching allocator can reserve at most: the device's total less what lives outside the allocator. */
 /**
  * What a training process holds outside the caching allocator once its first backward has run: the CUDA context,
  * loaded kernels and the main thread's cuBLAS handle (`non_pytorch_bytes`), and the autograd thread's cuBLAS and

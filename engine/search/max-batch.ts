@@ -170,8 +170,9 @@ const kBandProbe = 0.02;
  * 213 (test/fixtures/boundary-suite); kVerifyAbove batches cannot see past such a band. Peak allocated memory
  * grows about linearly in the batch and cannot pass the cap, so past the answer B only batches up to where the
  * line through the fitting trials (bytesPerSample) reaches the cap can fit. When that bound lies past
- * B + kVerifyAbove, the search tries batches kBandProbe x B apart up to it (at most 1 / kBandProbe, the bound
- * capped at twice B), each simulated, and goes on from the first that fits. A fitting stretch narrower than the
+ * B + kVerifyAbove, the search tries batches kBandProbe x B apart up to it, and no further than kMonotonicGap
+ * above B (fit is taken as monotonic across wider gaps: at most 5 more trials), each simulated, and goes on from
+ * the first that fits. A fitting stretch narrower than the
  * spacing can still be missed; the suite's target (at most 2% below the real largest) is what the spacing keeps.
  * When the tensors fill the cap (an MLP at its limit) the bound is B itself and nothing more runs.
  */
@@ -179,7 +180,7 @@ function* fitBeyondBand(good: number, upper: number, trials: Trials): Generator<
   const fit = trials.byBatch.get(good);
   const slope = bytesPerSample(trials.trials);
   if (!fit || slope === null) return 0;
-  const bound = Math.min(upper, 2 * good, good + Math.floor((trials.cap - fit.peak_allocated_bytes) / slope));
+  const bound = Math.min(upper, Math.floor(good * (1 + kMonotonicGap)), good + Math.floor((trials.cap - fit.peak_allocated_bytes) / slope));
   const spacing = Math.max(kVerifyAbove + 1, Math.floor(good * kBandProbe));
   for (let b = good + spacing; b <= bound; b += spacing) if (yield* fitsAt(b, trials)) return b;
   return 0;
