@@ -1,6 +1,6 @@
 /**
  * The engine's Web Worker: one stays warm for the app's life and runs engine/worker/'s host (docs/app.md's
- * protocol). The GPU catalog is bundled; the cuDNN convolution table (2 MB gzipped) is fetched the first time a
+ * protocol). The GPU catalog is bundled; the cuDNN convolution table (4 MB gzipped) is fetched the first time a
  * plan needs it. Pauses between trials go through a MessageChannel, which unlike setTimeout is not clamped to 4 ms.
  */
 import convTableUrl from '../../resources/cudnn-workspaces-h100.json.gz?url';

@@ -6,7 +6,8 @@
 A workspaces probe (workspaces-*.json) gives rows table["convs"]["<in>x<out>k<k>s<s>p<p>@<size>:<dtype>"]["<batch>"]
 = [forward, backward_data or null, backward_weight] (exact requested bytes, in order); a plans probe
 (conv-plans-*.json) gives rows table["fallbacks"][key]["<batch>"] = per pass [failed, final] (null: the pass was not
-measured or found no plan), as engine/ops/conv.ts reads them. A probe must come from the GPU, PyTorch and cuDNN
+measured or found no plan), as engine/ops/conv.ts reads them; in the file (version 2) each convolution's rows are kept as JSON text, which
+engine/ops/conv.ts parses the first time a plan looks the convolution up. A probe must come from the GPU, PyTorch and cuDNN
 versions the table was measured with; a row already in the table is kept unless the probe measured it differently
 (then the merge stops: measurements disagree).
 """
@@ -42,6 +43,8 @@ def main():
     table_path, probes = sys.argv[1], sys.argv[2:]
     with gzip.open(table_path, "rt") as f:
         table = json.load(f)
+    for section in ("convs", "fallbacks"):  # version 2 keeps each convolution's rows as JSON text
+        table[section] = {k: json.loads(v) if isinstance(v, str) else v for k, v in table[section].items()}
     added = 0
 
     def put(section, key, batch, row, path):
@@ -71,6 +74,9 @@ def main():
         ordered = dict(sorted(rows.items(), key=lambda kv: int(kv[0])))
         rows.clear()
         rows.update(ordered)
+    table["version"] = 2
+    for section in ("convs", "fallbacks"):
+        table[section] = {k: json.dumps(v, separators=(",", ":")) for k, v in table[section].items()}
     with gzip.GzipFile(table_path, "wb", mtime=0) as f:
         f.write(json.dumps(table, separators=(",", ":")).encode())
     print(f"{added} rows added to {table_path}")
