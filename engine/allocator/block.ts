@@ -13,6 +13,11 @@ export class Block {
   /** Device address. */
   ptr: number;
   allocated = false;
+  /** In the allocator's active_blocks: handed out, or freed and waiting for its streams' events. */
+  active = false;
+  /** Its neighbours in the allocator's list of active blocks (CachingAllocator.addActive). */
+  activePrev: Block | null = null;
+  activeNext: Block | null = null;
   /** Backed by physical pages; false only for the unmapped tail of an expandable segment. */
   mapped = true;
   prev: Block | null = null;
@@ -83,8 +88,10 @@ export class SortedBlocks {
     const items = this.items;
     const i = this.lowerBound(block.stream, block.size, block.ptr);
     if (items[i] === block) throw new Error('block already in pool');
-    // Shifted by hand: `splice` returns an array of what it removed, garbage on the allocator's hottest path.
-    for (let k = items.length; k > i; k--) items[k] = items[k - 1]!;
+    // Shifted by hand (grown by one first): `splice` returns an array of what it removed, garbage on the
+    // allocator's hottest path, and is slower for pools of thousands of blocks.
+    items.push(block);
+    for (let k = items.length - 1; k > i; k--) items[k] = items[k - 1]!;
     items[i] = block;
   }
 

@@ -113,8 +113,13 @@ export class CachingAllocator {
   private readonly device: DeviceMemory;
   private readonly largeBlocks = new BlockPool(false);
   private readonly smallBlocks = new BlockPool(true);
-  /** Blocks handed out, or freed but not yet completed. */
-  private readonly activeBlocks = new Set<Block>();
+  /**
+   * `active_blocks`: blocks handed out, or freed but not yet completed. A list through the blocks themselves
+   * (`Block.active`, `activePrev`/`activeNext`), first added first: every request adds and removes one, and a
+   * Set's hashing cost about a tenth of a replayed run (GPT-2 XL: 25.5 -> 23.2 ms).
+   */
+  private activeFirst: Block | null = null;
+  private activeLast: Block | null = null;
   private readonly expandableSegments: ExpandableSegment[] = [];
   /** `total_allocated_memory`: bytes reserved from the device (segments and mapped pages). */
   private totalAllocatedMemory = 0;
@@ -131,7 +136,13 @@ export class CachingAllocator {
     this.nonPyTorchBytes = options.nonPyTorchBytes;
     this.onTrace = options.onTrace;
     this.stats = new DeviceStats(this.config.maxSplitSizeBytes);
+    this.roundsByDivisions = this.config.roundupPower2Divisions.some((d) => d > 1);
   }
+
+  /** Whether `roundup_power2_divisions` rounds any size (round_size asks for every request otherwise). */
+  private readonly roundsByDivisions: boolean;
+  /** malloc's AllocParams. */
+  private readonly params: AllocParams = { stream: 0, size: 0, pool: this.largeBlocks, allocSize: 0, block: null };
 
   private trace(action: TraceAction, addr: number, size: number, stream: number, label?: string): void {
     if (this.onTrace) this.onTrace(action, addr, size, stream, label);
@@ -169,7 +180,7 @@ export class CachingAllocator {
       let allocated = 0;
       for (let b: Block | null = head; b; b = b.next) {
         if (!b.mapped) continue;
-        const state = b.allocated ? 'active_allocated' : this.activeBlocks.has(b) ? 'active_pending_free' : 'inactive';
+        const state = b.allocated ? 'active_allocated' : b.active ? 'active_pending_free' : 'inactive';
         blocks.push({ address: b.ptr, size: b.size, requested_size: b.allocated ? b.requestedSize : 0, state });
         total += b.size;
         if (b.allocated) allocated += b.size;
@@ -186,7 +197,7 @@ export class CachingAllocator {
    */
   segmentHeads(): Block[] {
     const heads: Block[] = [];
-    for (const b of this.activeBlocks) if (b.prev === null) heads.push(b);
+    for (let b = this.activeFirst; b; b = b.activeNext) if (b.prev === null) heads.push(b);
     for (const pool of [this.largeBlocks, this.smallBlocks]) {
       for (const b of pool.blocks.items) if (b.prev === null) heads.push(b);
       for (const b of pool.unmapped.items) if (b.prev === null) heads.push(b);
@@ -196,7 +207,7 @@ export class CachingAllocator {
 
   /** Whether a free block is still waiting for its streams (`active_pending_free`) rather than cached. */
   isPendingFree(block: Block): boolean {
-    return !block.allocated && this.activeBlocks.has(block);
+    return !block.allocated && block.active;
   }
 
   // ---------------------------------------------------------------------------------------------- sizes
@@ -204,7 +215,7 @@ export class CachingAllocator {
   /** `round_size`. */
   roundSize(size: number): number {
     if (size < kMinBlockSize) return kMinBlockSize;
-    const divisions = roundupPower2Divisions(this.config, size);
+    const divisions = this.roundsByDivisions ? roundupPower2Divisions(this.config, size) : 0;
     if (divisions > 1 && size > kMinBlockSize * divisions) return roundupPower2NextDivision(size, divisions);
     return kMinBlockSize * Math.ceil(size / kMinBlockSize);
   }
@@ -236,7 +247,13 @@ export class CachingAllocator {
     }
     const size = this.roundSize(origSize);
     const pool = this.getPool(size);
-    const params: AllocParams = { stream, size, pool, allocSize: this.getAllocationSize(size), block: null };
+    // One AllocParams for every call (malloc does not nest): not a new object per request on the hottest path.
+    const params = this.params;
+    params.stream = stream;
+    params.size = size;
+    params.pool = pool;
+    params.allocSize = this.getAllocationSize(size);
+    params.block = null;
 
     let found = this.getFreeBlock(params);
     if (!found) {
@@ -375,7 +392,7 @@ export class CachingAllocator {
     block.requestedSize = origSize;
     block.label = label;
     this.trace('alloc', block.ptr, origSize, block.stream, label);
-    this.activeBlocks.add(block);
+    this.addActive(block);
     increaseStats(s.allocation, poolStat, 1);
     increaseStats(s.allocated_bytes, poolStat, block.size);
     increaseStats(s.active, poolStat, 1);
@@ -383,6 +400,27 @@ export class CachingAllocator {
     increaseStats(s.requested_bytes, poolStat, origSize);
     if (block.size >= this.config.maxSplitSizeBytes) s.oversize_allocations.increase(1);
     return block;
+  }
+
+  /** `active_blocks.insert(block)`. */
+  private addActive(block: Block): void {
+    block.active = true;
+    block.activePrev = this.activeLast;
+    block.activeNext = null;
+    if (this.activeLast) this.activeLast.activeNext = block;
+    else this.activeFirst = block;
+    this.activeLast = block;
+  }
+
+  /** `active_blocks.erase(block)`. */
+  private removeActive(block: Block): void {
+    block.active = false;
+    if (block.activePrev) block.activePrev.activeNext = block.activeNext;
+    else this.activeFirst = block.activeNext;
+    if (block.activeNext) block.activeNext.activePrev = block.activePrev;
+    else this.activeLast = block.activePrev;
+    block.activePrev = null;
+    block.activeNext = null;
   }
 
   // ---------------------------------------------------------------------------------------------- free
@@ -409,7 +447,7 @@ export class CachingAllocator {
 
   /** `free_block`: the block returns to its pool, merging with free neighbours. */
   completeFree(block: Block): void {
-    if (block.allocated || !this.activeBlocks.has(block)) throw new Error(`free_block of a block that is not freed (ptr ${block.ptr})`);
+    if (block.allocated || !block.active) throw new Error(`free_block of a block that is not freed (ptr ${block.ptr})`);
     this.trace('free_completed', block.ptr, block.requestedSize, block.stream, block.label);
     const originalBlockSize = block.size;
     const requestedSize = block.requestedSize;
@@ -426,7 +464,7 @@ export class CachingAllocator {
       netInactiveSplitBlocks -= 1;
       netInactiveSplitSize -= mergedNext;
     }
-    this.activeBlocks.delete(block);
+    this.removeActive(block);
     block.label = undefined;
     pool.insertIntoBlocks(block);
     if (block.isSplit()) {
@@ -449,7 +487,7 @@ export class CachingAllocator {
 
   /** `try_merge_blocks`: dst absorbs a free neighbour src; returns the bytes absorbed, or 0. */
   private tryMergeBlocks(dst: Block, src: Block | null, pool: BlockPool): number {
-    if (!src || src.allocated || this.activeBlocks.has(src) || dst.mapped !== src.mapped) return 0;
+    if (!src || src.allocated || src.active || dst.mapped !== src.mapped) return 0;
     // src is free and cached: take it out of its set before dst's range changes.
     if (src.mapped) pool.blocks.erase(src);
     else pool.unmapped.erase(src);
@@ -593,7 +631,7 @@ export class CachingAllocator {
 
   /** `find_expandable_block`: the lowest address with room for size in free and unmapped blocks. */
   private findExpandableBlock(stream: number, pool: BlockPool, size: number): Block {
-    const allocatable = (b: Block | null): b is Block => b !== null && !b.allocated && !this.activeBlocks.has(b);
+    const allocatable = (b: Block | null): b is Block => b !== null && !b.allocated && !b.active;
     const hasAvailableAddressSpace = (start: Block) => {
       let bytes = 0;
       let b: Block | null = start;

@@ -44,6 +44,8 @@ export class CudaDevice {
   onFirstBackward: (() => void) | null = null;
   step = 0;
   events = 0;
+  /** Storages with memory handed out so far (each storage's `serial`). */
+  storageSerials = 0;
   /** Allocated and reserved bytes after each event, and the step and phase it happened in (compact columns). */
   private readonly timelineColumns = new TimelineRecorder(1);
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
@@ -174,6 +176,7 @@ export class CudaDevice {
     const block = size === 0 ? null : this.allocator.malloc(size, 0, allocatorLabel);
     const storage = new Storage(size, block, label, category);
     if (block) {
+      storage.serial = this.storageSerials++;
       this.afterChange(storage, true);
       this.observer?.allocated(storage, allocatorLabel);
     }

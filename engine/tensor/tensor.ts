@@ -41,6 +41,8 @@ export class Storage {
   /** The simulated GPU's event counter when the block was handed out, and when it went back (the timeline). */
   allocEvent = 0;
   freeEvent = Number.POSITIVE_INFINITY;
+  /** Storages with memory the simulated GPU handed out before this one (-1: none handed out): recorders index by it. */
+  serial = -1;
 
   constructor(nbytes: number, block: Block | null, label: string, category: MemoryCategory) {
     this.nbytes = nbytes;

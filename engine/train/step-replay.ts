@@ -38,61 +38,90 @@ export interface StepMarks {
   after_zero_grad_bytes: number;
 }
 
-/** Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed runs]). */
+/**
+ * A storage renamed while recording (AccumulateGrad steals a gradient): the number of requests made by then, and
+ * the label and category it had before (what it is called at a failing request before the rename).
+ */
+interface Rename {
+  at: number;
+  label: string;
+  category: MemoryCategory;
+}
+
+/**
+ * Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed
+ * runs]). This runs for every request of a recorded step, so what rarely changes (the phase, whether frames that
+ * free memory on an exception are open, renames, allocator labels other than the storage's) is kept where it changes.
+ */
 export class StepRecorder implements StorageObserver {
   private readonly cuda: CudaDevice;
-  /** Storages allocated in the step, in order, with the allocator's label and the phase they came in. */
+  /** The simulated GPU's storage serial number of the first storage recorded (`Storage.serial`). */
+  private readonly firstSerial: number;
+  /** Storages allocated in the step, in order (storage k has serial firstSerial + k). */
   readonly storages: Storage[] = [];
-  readonly allocatorLabels: string[] = [];
   /** Per request: `2k` allocates storage k, `2k + 1` frees it, `-(j + 1)` frees the j-th storage of an earlier step. */
   readonly requests: number[] = [];
-  readonly phases: string[] = [];
+  /** Where the phase changed: from request phaseStarts[i] on, the phase is phaseNames[i]. */
+  readonly phaseStarts: number[] = [];
+  readonly phaseNames: string[] = [];
+  /**
+   * The requests where `CudaDevice.unwindingFrames` went from none to some or back (none before the first): an
+   * out-of-memory error in between would unwind frames that free memory.
+   */
+  readonly unwindingChanges: number[] = [];
+  private unwindingNow = false;
   /** Storages of earlier steps freed in this one, in order. */
   readonly carried: Storage[] = [];
   /** The number of requests made when each mark (forward, backward, ... zero_grad) was read. */
   readonly marks: number[] = [];
-  /** Per request: whether frames that free memory on an exception were open (`CudaDevice.unwindingFrames`). */
-  readonly unwinding: boolean[] = [];
-  /** Per storage: its label and category when allocated, and the number of requests made when it was renamed (-1: never). */
-  readonly firstLabels: string[] = [];
-  readonly firstCategories: MemoryCategory[] = [];
-  readonly renamedAt: number[] = [];
+  /** Renamed storages, by index. */
+  readonly renames = new Map<number, Rename>();
+  /** Storages the allocator was given another label for than their own, by index (none in a full step). */
+  readonly allocatorLabels = new Map<number, string>();
   /** A storage was renamed twice, or one of an earlier step was: an out-of-memory error cannot be replayed exactly. */
   renamesUntracked = false;
-  private readonly index = new Map<Storage, number>();
 
   constructor(cuda: CudaDevice) {
     this.cuda = cuda;
+    this.firstSerial = cuda.storageSerials;
+  }
+
+  /** Notes the phase and the unwinding frames as they are for the next request. */
+  private context(): void {
+    const cuda = this.cuda;
+    const n = this.phaseNames.length;
+    if (n === 0 || this.phaseNames[n - 1] !== cuda.phase) {
+      this.phaseStarts.push(this.requests.length);
+      this.phaseNames.push(cuda.phase);
+    }
+    if (cuda.unwindingFrames > 0 !== this.unwindingNow) {
+      this.unwindingNow = !this.unwindingNow;
+      this.unwindingChanges.push(this.requests.length);
+    }
   }
 
   allocated(storage: Storage, allocatorLabel: string): void {
+    this.context();
     const k = this.storages.length;
-    this.index.set(storage, k);
     this.storages.push(storage);
-    this.allocatorLabels.push(allocatorLabel);
+    if (allocatorLabel !== storage.label) this.allocatorLabels.set(k, allocatorLabel);
     this.requests.push(2 * k);
-    this.phases.push(this.cuda.phase);
-    this.unwinding.push(this.cuda.unwindingFrames > 0);
-    this.firstLabels.push(storage.label);
-    this.firstCategories.push(storage.category);
-    this.renamedAt.push(-1);
   }
 
   renaming(storage: Storage): void {
-    const k = this.index.get(storage);
-    if (k === undefined || this.renamedAt[k] !== -1) this.renamesUntracked = true;
-    else this.renamedAt[k] = this.requests.length;
+    const k = this.indexOf(storage);
+    if (k < 0 || this.renames.has(k)) this.renamesUntracked = true;
+    else this.renames.set(k, { at: this.requests.length, label: storage.label, category: storage.category });
   }
 
   freed(storage: Storage): void {
-    const k = this.index.get(storage);
-    if (k !== undefined) this.requests.push(2 * k + 1);
+    this.context();
+    const k = this.indexOf(storage);
+    if (k >= 0) this.requests.push(2 * k + 1);
     else {
       this.carried.push(storage);
       this.requests.push(-this.carried.length);
     }
-    this.phases.push(this.cuda.phase);
-    this.unwinding.push(this.cuda.unwindingFrames > 0);
   }
 
   /** Where the step reads the allocator (after forward, after backward, ...). */
@@ -109,7 +138,8 @@ export class StepRecorder implements StorageObserver {
 
   /** The index of a storage allocated while recording (-1: an earlier one). */
   indexOf(storage: Storage): number {
-    return this.index.get(storage) ?? -1;
+    const k = storage.serial - this.firstSerial;
+    return k >= 0 && k < this.storages.length ? k : -1;
   }
 }
 
@@ -147,15 +177,13 @@ export class RequestTape {
   private readonly sizes: number[];
   private readonly labels: string[];
   private readonly categories: MemoryCategory[];
-  private readonly allocatorLabels: string[];
+  private readonly allocatorLabels: ReadonlyMap<number, string>;
   readonly requests: Int32Array;
-  private readonly phases: string[];
+  private readonly phaseStarts: readonly number[];
+  private readonly phaseNames: readonly string[];
+  private readonly unwindingChanges: readonly number[];
   readonly marks: number[];
-  /** Per request: an out-of-memory error there would unwind frames that free memory in the full step. */
-  private readonly unwinding: boolean[];
-  private readonly firstLabels: string[];
-  private readonly firstCategories: MemoryCategory[];
-  private readonly renamedAt: number[];
+  private readonly renames: ReadonlyMap<number, Rename>;
   private readonly renamesUntracked: boolean;
   /**
    * The last replay ran out of memory where the full simulation would stop with the same state (no frame that
@@ -168,19 +196,28 @@ export class RequestTape {
     // What the storages are called once the recording is over (AccumulateGrad renames the gradient it steals).
     this.labels = r.storages.map((s) => s.label);
     this.categories = r.storages.map((s) => s.category);
-    this.allocatorLabels = r.allocatorLabels;
+    // The allocator was given a storage's first label: its own, unless renamed since.
+    const allocatorLabels = new Map(r.allocatorLabels);
+    for (const [k, rename] of r.renames) if (!allocatorLabels.has(k)) allocatorLabels.set(k, rename.label);
+    this.allocatorLabels = allocatorLabels;
     this.requests = Int32Array.from(r.requests);
-    this.phases = r.phases;
+    this.phaseStarts = r.phaseStarts;
+    this.phaseNames = r.phaseNames;
+    this.unwindingChanges = r.unwindingChanges;
     this.marks = r.marks;
-    this.unwinding = r.unwinding;
-    this.firstLabels = r.firstLabels;
-    this.firstCategories = r.firstCategories;
-    this.renamedAt = r.renamedAt;
+    this.renames = r.renames;
     this.renamesUntracked = r.renamesUntracked;
   }
 
   get storageCount(): number {
     return this.sizes.length;
+  }
+
+  /** The index in phaseStarts of the phase request i runs in. */
+  private phaseAt(i: number): number {
+    let p = 0;
+    while (p + 1 < this.phaseStarts.length && this.phaseStarts[p + 1]! <= i) p++;
+    return p;
   }
 
   /**
@@ -193,6 +230,11 @@ export class RequestTape {
     this.oomAsFull = false;
     const requests = this.requests;
     const readAt = this.marks;
+    const sizes = this.sizes;
+    const labels = this.labels;
+    const categories = this.categories;
+    const allocatorLabels = this.allocatorLabels;
+    const phaseStarts = this.phaseStarts;
     let nextMark = markFrom;
     const read = () => {
       const bytes = cuda.allocator.allocatedBytes;
@@ -204,15 +246,17 @@ export class RequestTape {
       else into.after_backward_bytes.push(bytes);
       nextMark++;
     };
+    let phase = from < to ? this.phaseAt(from) : 0;
+    if (from < to) cuda.phase = this.phaseNames[phase]!;
     for (let i = from; i < to; i++) {
       while (nextMark < markTo && readAt[nextMark] === i) read();
-      cuda.phase = this.phases[i]!;
+      if (phase + 1 < phaseStarts.length && phaseStarts[phase + 1] === i) cuda.phase = this.phaseNames[++phase]!;
       const r = requests[i]!;
       if (r < 0) cuda.freeStorage(previous[carriedFrom[-r - 1]!]!);
       else if ((r & 1) === 0) {
         const k = r >> 1;
         try {
-          current[k] = cuda.allocateStorage(this.sizes[k]!, this.labels[k]!, this.categories[k]!, this.allocatorLabels[k]!);
+          current[k] = cuda.allocateStorage(sizes[k]!, labels[k]!, categories[k]!, allocatorLabels.get(k) ?? labels[k]!);
         } catch (error) {
           this.stopAt(i, k, current);
           throw error;
@@ -222,17 +266,27 @@ export class RequestTape {
     while (nextMark < markTo) read();
   }
 
+  /** Whether frames that free memory on an exception were open at request i. */
+  private unwindingAt(i: number): boolean {
+    let open = false;
+    for (const change of this.unwindingChanges) {
+      if (change > i) break;
+      open = !open;
+    }
+    return open;
+  }
+
   /**
    * Request i (allocating storage k) failed: the storages allocated before it get back the names they had at
    * that point of the full simulation (those renamed later), and `oomAsFull` says whether the full simulation
    * would have stopped with this state.
    */
   private stopAt(i: number, k: number, current: Storage[]): void {
-    if (this.unwinding[i] || this.renamesUntracked) return;
-    for (let j = 0; j < k; j++) {
-      if (this.renamedAt[j]! > i && current[j]) {
-        current[j]!.label = this.firstLabels[j]!;
-        current[j]!.category = this.firstCategories[j]!;
+    if (this.unwindingAt(i) || this.renamesUntracked) return;
+    for (const [j, rename] of this.renames) {
+      if (j < k && rename.at > i && current[j]) {
+        current[j]!.label = rename.label;
+        current[j]!.category = rename.category;
       }
     }
     this.oomAsFull = true;
