@@ -76,21 +76,6 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
 }
 
 
-/**
- * Model types whose code frees memory in frames that unwind on an exception without counting themselves in
- * `CudaDevice.unwindingFrames` (Note [Replayed steps]): Mixtral's `pythonFrame` (models/hf/mixtral-moe.ts) drops
- * its locals in a `finally`. An out-of-memory error in a replayed step of one is left to the full simulation.
- */
-const kUncountedUnwinding: ReadonlySet<string> = new Set(['mixtral']);
-
-/** The Hugging Face `model_type` of the plan's model (pasted or preset); null for layer lists and torchvision. */
-function hfModelType(plan: Plan): string | null {
-  const m = plan.model;
-  const preset = 'preset' in m ? PRESETS[m.preset] : undefined;
-  const config: Record<string, unknown> | null = 'hf_config' in m ? m.hf_config : preset?.kind === 'hf' ? preset.config : null;
-  return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
-}
-
 export interface SimulateOptions {
   /** The GPU (the plan's gpu.name resolved by the caller, or the default GPU). */
   device: DeviceSpec;
@@ -365,7 +350,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     if (!(error instanceof OutOfMemoryError)) throw error;
     // Out of memory in a replayed step inside frames that free memory as they unwind (Note [Replayed steps]): the
     // replay cannot know those frees, the full simulation can.
-    if (replaying && !((program ?? recorded!).oomAsFull && !kUncountedUnwinding.has(hfModelType(plan) ?? ''))) return simulate(plan, { ...options, replaySteps: false });
+    if (replaying && !(program ?? recorded!).oomAsFull) return simulate(plan, { ...options, replaySteps: false });
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
     // The failing step's peaks so far (its peak was reset when it began), not zeros.
     const failing = steps[steps.length - 1];

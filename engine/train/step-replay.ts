@@ -12,8 +12,8 @@
  * catches an out-of-memory error, empties the cache and asks for other workspaces. A model with convolutions is
  * therefore never replayed. An out-of-memory error in a replayed step ends the step as in the full simulation.
  * Where the full step would then unwind frames that free memory (a checkpointed region's recomputation releases
- * what its scope holds, an autocast region its casts: `CudaDevice.unwindingFrames` counts them; Mixtral's frames
- * do not count themselves, simulate.ts's kUncountedUnwinding), the replay cannot know those frees: `simulate`
+ * what its scope holds, an autocast region its casts, Mixtral's Python frames their locals: `CudaDevice.unwindingFrames`
+ * counts them), the replay cannot know those frees: `simulate`
  * runs the plan again without replay (engine/train/simulate.ts). Where none was
  * open, as for every failing request of the bench's searches (GPT-2 XL, Llama 2 70B and 405B: all in backward,
  * outside recomputation), the full simulation frees nothing more before it stops, and the replay's state is its

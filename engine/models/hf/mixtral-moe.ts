@@ -80,6 +80,7 @@ class Frame {
 /** Runs a Python function's body: its locals die in order when it returns or a recomputation stops in it. */
 function pythonFrame<T>(rt: Runtime, names: readonly string[], body: (f: Frame) => T): T {
   const f = new Frame(rt, names);
+  rt.cuda.unwindingFrames++; // dropping the locals frees memory on an exception too (Note [Replayed steps])
   try {
     return body(f);
   } catch (error) {
@@ -87,6 +88,7 @@ function pythonFrame<T>(rt: Runtime, names: readonly string[], body: (f: Frame) 
     throw error;
   } finally {
     f.drop();
+    rt.cuda.unwindingFrames--;
   }
 }
 

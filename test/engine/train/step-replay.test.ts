@@ -103,13 +103,13 @@ describe('an out-of-memory error in a replayed step inside frames that free memo
 
 describe('code that frees memory when an exception unwinds it is known to the replay (Note [Replayed steps])', () => {
   // Every engine file with a `finally` or a `catch`, and why an out-of-memory error replayed through it is exact.
-  // A new one must count itself in CudaDevice.unwindingFrames if it frees memory on an exception, or be listed
-  // in simulate.ts's kUncountedUnwinding, or never be replayed.
+  // A new one must count itself in CudaDevice.unwindingFrames if it frees memory on an exception, or never be
+  // replayed.
   const known: Record<string, string> = {
     'autograd/engine.ts': 'the recomputation runs in withScope (counted); the finally blocks restore modes',
     'models/checkpointing.ts': "rerunUnderAutocast's region exit frees its casts: counted",
     'models/hf/rotary.ts': 'restores autocast and grad mode, frees nothing',
-    'models/hf/mixtral-moe.ts': "pythonFrame drops its locals: not counted, Mixtral is in simulate.ts's kUncountedUnwinding",
+    'models/hf/mixtral-moe.ts': 'pythonFrame drops its locals: counted',
     'ops/conv.ts': "cuDNN's plan fallback: models with convolutions are never replayed",
     'tensor/cuda.ts': 'withScope: counted',
     'train/simulate.ts': 'where the simulation catches the error',
