@@ -75,7 +75,11 @@ describe('exports', () => {
     const { page } = app;
     bridge.queueOpenFile({ name: 'mlp-fp16.plan.json', text: PLAN_TEXT });
     bridge.sendMenuCommand('open-plan');
-    await page.locator('#plan-title').fill(HOSTILE);
+    // the opened plan's name is in the title before it is renamed (else the rename can land mid-load)
+    const title = page.locator('#plan-title');
+    await expect.poll(() => title.inputValue()).toBe((JSON.parse(PLAN_TEXT) as { name: string }).name);
+    await title.fill(HOSTILE);
+    await expect.poll(() => title.inputValue()).toBe(HOSTILE);
     await waitForResult(page);
     const shown = await resultNumbers(page);
 
