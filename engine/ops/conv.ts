@@ -37,6 +37,8 @@ export interface PlanFallback {
 }
 
 export interface ConvWorkspaces {
+  /** The table has this convolution at this batch (false: interpolated, extrapolated, or the common pattern). */
+  measured: boolean;
   forward: number[];
   backwardData: number[];
   backwardWeight: number[];
@@ -94,7 +96,7 @@ export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
       const rows = entry.rows;
       const fallbacks = fallbacksAt(entry.fallbacks, batch);
       const exact = rows[String(batch)];
-      if (exact) return { forward: exact[0], backwardData: exact[1] ?? [], backwardWeight: exact[2], fallbacks };
+      if (exact) return { measured: true, forward: exact[0], backwardData: exact[1] ?? [], backwardWeight: exact[2], fallbacks };
       const batches = Object.keys(rows).map(Number).sort((a, b) => a - b);
       let lo = batches[0]!;
       let hi = batches[batches.length - 1]!;
@@ -116,7 +118,7 @@ export function convWorkspaceTable(file: WorkspaceFile): ConvWorkspaceTable {
         return Math.max(0, Math.round(a + ((b - a) * (batch - lo)) / (hi - lo)));
       };
       const one = (n: number) => (n > 0 ? [n] : []);
-      return { forward: one(at(0)), backwardData: one(at(1)), backwardWeight: one(at(2)), fallbacks };
+      return { measured: false, forward: one(at(0)), backwardData: one(at(1)), backwardWeight: one(at(2)), fallbacks };
     },
   };
 }
@@ -152,7 +154,7 @@ function outputSize(size: number, spec: { kernel: number; stride: number; paddin
 function fallbackWorkspaces(spec: Conv2dSpec, x: Tensor, outNumel: number, dtype: DType): ConvWorkspaces {
   const e = DTYPE_BYTES[dtype];
   const bytes = x.numel * e + outNumel * e + (spec.kernel > 1 ? spec.outChannels * spec.inChannels * spec.kernel * spec.kernel * e : 0) + 147;
-  return { forward: [bytes], backwardData: [bytes], backwardWeight: [bytes] };
+  return { measured: false, forward: [bytes], backwardData: [bytes], backwardWeight: [bytes] };
 }
 
 /**
@@ -210,6 +212,7 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   const dtype = xc!.dtype;
   const outShape = [b, spec.outChannels, o, o];
   const ws = table?.lookup(spec, size, dtype, b) ?? fallbackWorkspaces(spec, x, outShape.reduce((p, d) => p * d, 1), dtype);
+  if (!ws.measured) cuda.convWorkspacesEstimated = true;
   const xNeeds = autograd.needsGrad([xc ?? null]);
   const saved = autograd.saveInputs(autograd.needsGrad([xc ?? null, wc ?? null, bc ?? null]), [xc!, wc!]);
   const out = cuda.empty(outShape, dtype, label, 'activation');

@@ -53,6 +53,13 @@ export const caveatSchema = z.discriminatedUnion('id', [
   z.object({ id: z.literal('moe_routing'), experts: z.number().int().positive(), top_k: z.number().int().positive(), experts_implementation: z.literal('grouped_mm') }),
   /** A known gap of docs/engine.md for this plan. */
   z.object({ id: z.literal('known_gap'), gap: z.enum(['vit_reentrant_checkpointing']) }),
+  /**
+   * A convolution's cuDNN workspaces at this batch were not measured (the H100's table has every batch to 512 and
+   * a few windows past it): interpolated or extrapolated, while cuDNN's heuristics switch algorithms with the
+   * batch; near a whole GPU's limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1864
+   * with interpolated workspaces, 1861 real and measured).
+   */
+  z.object({ id: z.literal('conv_workspaces_estimated'), batch: z.number().int().positive() }),
 ]);
 
 export const CONFIDENCE_LEVELS = ['high', 'medium', 'low'] as const;
@@ -77,8 +84,13 @@ export const CALIBRATED_GPU = 'h100-sxm';
  */
 export type CaveatDevice = Pick<GpuSpec, 'name' | 'vendor'> & { id?: string; total_memory_source?: Evidence; non_pytorch_source?: Evidence };
 
+/** What the simulation itself found: a convolution whose workspaces the table has not measured (ops/conv.ts). */
+export interface SimulationFindings {
+  convWorkspacesEstimated: boolean;
+}
+
 /** What a simulation of `plan` on `device` assumes, and how sure memplan is. */
-export function caveatsFor(plan: Plan, device: CaveatDevice): Caveats {
+export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationFindings): Caveats {
   const items: Caveat[] = [
     { id: 'parameters_loaded_in_training_dtype' },
     { id: 'standard_step', grad_accumulation_steps: plan.training.grad_accumulation_steps },
@@ -114,6 +126,10 @@ export function caveatsFor(plan: Plan, device: CaveatDevice): Caveats {
   const modelType = 'hf_config' in model ? model.hf_config.model_type : preset?.kind === 'hf' ? preset.config.model_type : undefined;
   if (modelType === 'gemma2' || modelType === 'gemma3_text' || modelType === 'mixtral') {
     items.push({ id: 'family_not_measured', family: modelType });
+    lower('medium');
+  }
+  if (found?.convWorkspacesEstimated) {
+    items.push({ id: 'conv_workspaces_estimated', batch: plan.training.batch_size });
     lower('medium');
   }
   if (modelType === 'mixtral') {

@@ -46,6 +46,8 @@ export const DEFAULT_SAFETY_MARGIN = 0.05;
 interface Trials {
   /** What the allocator may reserve (capBytes). */
   readonly cap: number;
+  /** Batches whose simulation used cuDNN workspaces the table has not measured (caveat conv_workspaces_estimated). */
+  readonly estimatedWorkspaces: Set<number>;
   readonly trials: Trial[];
   readonly byBatch: Map<number, Trial>;
   run(batch: number): Trial;
@@ -54,17 +56,19 @@ interface Trials {
 function trialsOf(plan: Plan, options: MaxBatchOptions): Trials {
   const trials: Trial[] = [];
   const byBatch = new Map<number, Trial>();
+  const estimatedWorkspaces = new Set<number>();
   const run = (batch: number): Trial => {
     const r = simulate(
       { ...plan, training: { ...plan.training, batch_size: batch } },
       { device: options.device, timelinePoints: 0, peakDetails: false, untilSteady: options.untilSteady, neededOnOom: false },
     );
     const trial: Trial = { index: trials.length + 1, batch, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
+    if (r.caveats?.items.some((c) => c.id === 'conv_workspaces_estimated')) estimatedWorkspaces.add(batch);
     trials.push(trial);
     byBatch.set(batch, trial);
     return trial;
   };
-  return { cap: capBytes(plan, options.device), trials, byBatch, run };
+  return { cap: capBytes(plan, options.device), estimatedWorkspaces, trials, byBatch, run };
 }
 
 /**
@@ -398,7 +402,8 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     // runs out between 6 and 8): the region reported is over every trial.
     unstable_region: unstableRegion(),
     needed: good === 0 ? needed(plan, options) : null,
-    caveats: caveatsFor(plan, options.device),
+    // what the answer assumes, the answer's own simulation included
+    caveats: caveatsFor(good > 0 ? { ...plan, training: { ...plan.training, batch_size: good } } : plan, options.device, { convWorkspacesEstimated: search.estimatedWorkspaces.has(good) }),
   };
 }
 

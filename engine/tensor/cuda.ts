@@ -48,6 +48,8 @@ export class CudaDevice {
   storageSerials = 0;
   /** Allocated and reserved bytes after each event, and the step and phase it happened in (compact columns). */
   private readonly timelineColumns = new TimelineRecorder(1);
+  /** A convolution's cuDNN workspaces came from no measured row (ops/conv.ts): the result's caveats say so. */
+  convWorkspacesEstimated = false;
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
   readonly convPlans = new Map<string, readonly number[]>();
   /** What the simulated program is doing: 'load', 'forward', 'backward', 'optimizer', 'zero_grad'. */

@@ -415,6 +415,6 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     oom,
     needed_bytes: oom && options.neededOnOom !== false ? neededMemory(plan, spec).peak_reserved_bytes : null,
     notes,
-    caveats: caveatsFor(plan, spec),
+    caveats: caveatsFor(plan, spec, { convWorkspacesEstimated: cuda.convWorkspacesEstimated }),
   };
 }

@@ -59,7 +59,7 @@ describe('memplan simulate with a Gemma config.json', () => {
     expect(caveats.confidence).toBe('medium');
     const text = memplan(['simulate', file]);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toMatch(/^Confidence: medium: .*Gemma 2 is simulated from transformers' source, checked only against small recorded runs \(peaks within 0\.4%\), not yet a real largest-batch search\.$/m);
+    expect(text.stdout).toMatch(/^Confidence: medium: .*Gemma 2 is simulated from transformers' source, checked against small recorded runs \(peaks within 0\.4%\) and one real largest-batch search \(found exactly\), not yet at a published size\.$/m);
   });
 
   it('refuses the multimodal gemma3 config and points to its text_config', () => {

@@ -202,7 +202,8 @@ const en = {
   rCaveatCustom: 'A custom GPU: the H100’s figures, with the cap as its memory.',
   rCaveatScaler: 'amp_fp16: every step is assumed to update; a run whose first steps overflow (the GradScaler skips them) fits slightly more.',
   rCaveatVitGap: 'Reentrant checkpointing of ViT: memplan reserves about 5% less than was measured (a known gap).',
-  rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked only against small recorded runs (peaks within 0.4%), not yet against a real largest-batch search.`,
+  rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
+  rCaveatConvEstimated: (batch: string) => `cuDNN’s convolution workspaces at batch ${batch} were not measured (the H100’s table has every batch up to 512 and a few windows past it): they are interpolated, and cuDNN switches algorithms with the batch, so near a whole GPU’s limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 with interpolated workspaces, 1,861 real).`,
   rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3%) and one real largest-batch search, not yet at a published size.',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `Mixture of experts (${experts} experts, ${topK} per token): transformers runs them with grouped_mm, whose memory does not depend on which experts the tokens go to: balanced routing and the worst case (every token to the same ${topK} experts) need the same memory.`,
@@ -384,7 +385,8 @@ const zh = {
   rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
   rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
   rCaveatVitGap: 'ViT 使用可重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
-  rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，只和几次小规模的实测运行核对过（峰值误差在 0.4% 以内），还没有用真实的最大批量搜索核对。`,
+  rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大批量搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
+  rCaveatConvEstimated: (batch: string) => `batch size 为 ${batch} 时的 cuDNN 卷积 workspace 没有实测过（H100 的表覆盖到 512 的每个 batch，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随 batch 换算法，所以在整卡显存的边界上，答案可能偏大几个 batch（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
   rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内）以及一次真实的最大批量搜索核对过，还没有在公开发布的规模上核对。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `混合专家（${experts} 个专家，每个 token 用 ${topK} 个）：transformers 用 grouped_mm 计算专家，它占用的显存与 token 被分配给哪些专家无关：均衡分配和最坏情况（所有 token 都分给同样的 ${topK} 个专家）需要的显存相同。`,

@@ -129,5 +129,7 @@ export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (
       return { kind: 'assumption', text: m.rCaveatMoeRouting(c.experts, c.top_k) };
     case 'known_gap':
       return { kind: 'ground', text: m.rCaveatVitGap };
+    case 'conv_workspaces_estimated':
+      return { kind: 'ground', text: m.rCaveatConvEstimated(c.batch.toLocaleString('en-US')) };
   }
 }
