@@ -15,6 +15,7 @@
  *   adaptive_avg_pool2d: the output only.
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
+import { reductionWorkspace } from '../tensor/reduce-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { OutOfMemoryError } from '../allocator/caching-allocator.ts';
 import { castLower } from './autocast.ts';
@@ -238,8 +239,23 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   return out;
 }
 
-/** `F.batch_norm(x, running_mean, running_var, weight, bias, training=True)` through cuDNN. */
+/**
+ * cuDNN's batch norm takes fewer elements than this (aten/src/ATen/native/Normalization.cpp `_batch_norm_impl_index`:
+ * `input.sym_numel() < std::numeric_limits<std::int32_t>::max()`, cuDNN's 32-bit indexing); past it PyTorch runs its
+ * native CUDA batch norm (Note [Batch norm past 2^31 elements]).
+ */
+const kCudnnBatchNormMaxNumel = 2 ** 31 - 1;
+
+/** Bytes of the accumulator of PyTorch's Welford reduction (`WelfordData<float, int>`: mean, m2, n, nf). */
+const kWelfordAccumulateBytes = 16;
+
+/**
+ * `F.batch_norm(x, running_mean, running_var, weight, bias, training=True)`: through cuDNN (the output in the input's
+ * dtype, then save_mean and save_invstd [C] fp32; backward: grad input, weight, bias), or PyTorch's native kernels
+ * for an input past cuDNN's size.
+ */
 export function batchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
+  if (x.numel >= kCudnnBatchNormMaxNumel) return nativeBatchNorm2d(rt, x, weight, bias, label);
   const { cuda, autograd } = rt;
   const c = x.shape[1]!;
   const needs = autograd.needsGrad([x, weight, bias]);
@@ -255,6 +271,76 @@ export function batchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor
     const gx = cuda.empty(x.shape, x.dtype, `grad of ${label} input`);
     const gw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
     const gb = cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`);
+    return [gx, gw, gb];
+  });
+  return out;
+}
+
+/*
+ * Note [Batch norm past 2^31 elements]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * An NCHW input of 2^31 elements or more (ResNet-18's first batch norm at a batch of 6643: 5.3 billion) runs
+ * aten/src/ATen/native/cuda/Normalization.cu, 64-bit indexed (`batch_norm_choose_impl`: Impl::General):
+ * - forward: `batch_norm_cuda` allocates the output, save_mean and save_invstd; `batch_norm_mean_var` calls
+ *   `var_mean_out`, whose two-output reduction (ReduceOpsUtils.h `make_reduction`) converts a bf16 input to fp32
+ *   first (only fp16 is read as it is): a transient copy of 4 bytes an element. The TensorIterator is split in
+ *   halves along its largest dimension until every operand's byte offsets fit 32 bits (`with_32bit_indexing`), the
+ *   partial Welford results kept in an accumulation buffer of [C] x 16 bytes; each piece is a reduction with its own
+ *   staging buffer and semaphores (tensor/reduce-config.ts), freed as it ends.
+ * - backward (`batch_norm_backward_cuda`, not the fused kernel): `batch_norm_backward_reduce` allocates sum_dy,
+ *   sum_dy_xmu, the weight's and the bias's gradients ([C] each), then `batch_norm_elementwise_backward_train` the
+ *   input's gradient; sum_dy_xmu and sum_dy die as the function returns.
+ * Recorded on the H100 (the whole-GPU ResNet-18 AMP bf16 run at 6643): 21,332,426,752 B copied, a 1,024 B
+ * accumulation buffer, 16 pieces of 40,960 + 256 B.
+ */
+function nativeBatchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
+  const { cuda, autograd } = rt;
+  const [n, c, h, w] = x.shape as [number, number, number, number];
+  const needs = autograd.needsGrad([x, weight, bias]);
+  const savedInput = autograd.saveInputs(needs, [x]);
+  const out = cuda.empty(x.shape, x.dtype, label, 'activation');
+  const mean = cuda.empty([c], 'float32', `${label} save_mean`, 'activation');
+  const invstd = cuda.empty([c], 'float32', `${label} save_invstd`, 'activation');
+  const copy = x.dtype === 'bfloat16' ? cuda.empty(x.shape, 'float32', `${label} var_mean: input.to(float)`, 'temporary') : null;
+  const elementBytes = copy ? 4 : DTYPE_BYTES[x.dtype];
+  // with_32bit_indexing: halves along the batch (the largest stride) until a piece's byte offsets fit 32 bits
+  const pieces: number[] = [];
+  const split = (batch: number) => {
+    if (batch * c * h * w <= kCudnnBatchNormMaxNumel && ((batch - 1) * c * h * w + c * h * w - 1) * elementBytes < 2 ** 31 - 1) pieces.push(batch);
+    else {
+      split(Math.ceil(batch / 2));
+      split(Math.floor(batch / 2));
+    }
+  };
+  split(n);
+  if (pieces.length > 1) {
+    const acc = cuda.empty([c * kWelfordAccumulateBytes], 'uint8', `${label} var_mean: accumulation buffer`, 'workspace');
+    for (const piece of pieces) {
+      const [buffer, semaphores] = reductionWorkspace(
+        { numOutputs: c, inputsPerOutput: piece * h * w, reduceFastest: true, elementBytes, accumulateBytes: kWelfordAccumulateBytes },
+        cuda.reduction,
+      );
+      if (buffer === 0) continue;
+      const b = cuda.empty([buffer], 'uint8', `${label} var_mean: reduction buffer`, 'workspace');
+      const s = cuda.empty([semaphores], 'uint8', `${label} var_mean: reduction semaphores`, 'workspace');
+      cuda.release(s);
+      cuda.release(b);
+    }
+    cuda.release(acc);
+  }
+  if (copy) cuda.release(copy);
+  const saved = needs ? [...savedInput, cuda.ref(mean), cuda.ref(invstd)] : [];
+  cuda.release(mean);
+  cuda.release(invstd);
+  autograd.record('NativeBatchNormBackward0', [x, weight, bias], [out], saved, ([grad]) => {
+    if (!grad) return [null, null, null];
+    const sumDy = cuda.empty([c], 'float32', `${label} backward: sum_dy`, 'temporary');
+    const sumDyXmu = cuda.empty([c], 'float32', `${label} backward: sum_dy_xmu`, 'temporary');
+    const gw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
+    const gb = cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`);
+    const gx = cuda.empty(x.shape, grad.dtype, `grad of ${label} input`);
+    cuda.release(sumDyXmu);
+    cuda.release(sumDy);
     return [gx, gw, gb];
   });
   return out;

@@ -88,6 +88,11 @@ export class CudaDevice {
     return this.reductionDevice.multiProcessorCount;
   }
 
+  /** What CUDA reductions size their launch by (tensor/reduce-config.ts). */
+  get reduction(): ReductionDevice {
+    return this.reductionDevice;
+  }
+
   constructor(allocator: CachingAllocator, workspaces: Workspaces, reductionDevice: ReductionDevice) {
     this.allocator = allocator;
     this.workspaces = workspaces;
