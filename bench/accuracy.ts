@@ -87,6 +87,6 @@ for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()
     const verdict = o.ok ? 'met' : !o.neverAbove ? 'ABOVE' : !o.closeBelow ? 'too far below' : 'reserved off';
     console.log(`${c.name.padEnd(48)} ${String(c.largest_fresh).padStart(8)} ${String(o.predicted).padStart(8)} ${diff.padStart(8)} ${resv.padStart(9)} ${(o.unstableRegion ?? '-').padStart(9)}  ${verdict}${c.known_failure ? ' (known)' : ''}`);
   }
-  console.log(`targets met in ${met} of ${suite.length} cases; known failures:`);
+  console.log(`targets met in ${met} of ${suite.length} cases${known.length ? '; known failures:' : ''}`);
   for (const line of known) console.log(line);
 }
