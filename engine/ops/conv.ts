@@ -246,6 +246,9 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
  */
 const kCudnnBatchNormMaxNumel = 2 ** 31 - 1;
 
+/** `std::numeric_limits<int32_t>::max()`: the element counts and byte offsets 32-bit indexing takes. */
+const kInt32Max = 2 ** 31 - 1;
+
 /** Bytes of the accumulator of PyTorch's Welford reduction (`WelfordData<float, int>`: mean, m2, n, nf). */
 const kWelfordAccumulateBytes = 16;
 
@@ -303,21 +306,27 @@ function nativeBatchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor,
   const invstd = cuda.empty([c], 'float32', `${label} save_invstd`, 'activation');
   const copy = x.dtype === 'bfloat16' ? cuda.empty(x.shape, 'float32', `${label} var_mean: input.to(float)`, 'temporary') : null;
   const elementBytes = copy ? 4 : DTYPE_BYTES[x.dtype];
-  // with_32bit_indexing: halves along the batch (the largest stride) until a piece's byte offsets fit 32 bits
-  const pieces: number[] = [];
-  const split = (batch: number) => {
-    if (batch * c * h * w <= kCudnnBatchNormMaxNumel && ((batch - 1) * c * h * w + c * h * w - 1) * elementBytes < 2 ** 31 - 1) pieces.push(batch);
-    else {
-      split(Math.ceil(batch / 2));
-      split(Math.floor(batch / 2));
+  // with_32bit_indexing (TensorIterator::get_dim_to_split): halves the dimension with the largest byte extent until
+  // every piece's element count and byte offsets fit 32 bits; the pieces keep the whole tensor's strides
+  const stride = { n: c * h * w * elementBytes, c: h * w * elementBytes, hw: elementBytes };
+  const pieces: { n: number; c: number; hw: number }[] = [];
+  const pending = [{ n, c, hw: h * w }];
+  while (pending.length > 0) {
+    const p = pending.pop()!;
+    const extent = { n: (p.n - 1) * stride.n, c: (p.c - 1) * stride.c, hw: (p.hw - 1) * stride.hw };
+    if (p.n * p.c * p.hw <= kInt32Max && 1 + extent.n + extent.c + extent.hw <= kInt32Max) {
+      pieces.push(p);
+      continue;
     }
-  };
-  split(n);
+    const dim = extent.n >= extent.c && extent.n >= extent.hw ? 'n' : extent.c >= extent.hw ? 'c' : 'hw';
+    const half = Math.floor(p[dim] / 2);
+    pending.push({ ...p, [dim]: p[dim] - half }, { ...p, [dim]: half });
+  }
   if (pieces.length > 1) {
     const acc = cuda.empty([c * kWelfordAccumulateBytes], 'uint8', `${label} var_mean: accumulation buffer`, 'workspace');
     for (const piece of pieces) {
       const [buffer, semaphores] = reductionWorkspace(
-        { numOutputs: c, inputsPerOutput: piece * h * w, reduceFastest: true, elementBytes, accumulateBytes: kWelfordAccumulateBytes },
+        { numOutputs: piece.c, inputsPerOutput: piece.n * piece.hw, reduceFastest: piece.hw > 1, elementBytes, accumulateBytes: kWelfordAccumulateBytes },
         cuda.reduction,
       );
       if (buffer === 0) continue;

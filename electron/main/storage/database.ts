@@ -137,8 +137,18 @@ export function openDatabase(path: string, options: OpenOptions = {}): OpenedDat
     if (version < latest && hasSchema(db)) {
       const backupDir = options.backupDir ?? join(dirname(path), 'backups');
       mkdirSync(backupDir, { recursive: true });
-      const backup = join(backupDir, `plans-v${version}-${fileStamp(now())}.sqlite`);
-      db.prepare('VACUUM INTO ?').run(backup);
+      // Processes opening the file at once can back it up in the same millisecond: VACUUM INTO refuses a file that
+      // exists ("table plans already exists"), so the second takes the next free name.
+      const stamp = fileStamp(now());
+      let backup = join(backupDir, `plans-v${version}-${stamp}.sqlite`);
+      for (let n = 2; existsSync(backup); n++) backup = join(backupDir, `plans-v${version}-${stamp}-${n}.sqlite`);
+      try {
+        db.prepare('VACUUM INTO ?').run(backup);
+      } catch (error) {
+        if (!existsSync(backup)) throw error;
+        backup = join(backupDir, `plans-v${version}-${stamp}-${process.pid}.sqlite`);
+        db.prepare('VACUUM INTO ?').run(backup);
+      }
       notices.push({ id: 'database_backed_up', path: backup, from_version: version, to_version: latest });
     }
     // foreign_keys cannot change inside a transaction: set it before the migrations run theirs.

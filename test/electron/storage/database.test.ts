@@ -52,6 +52,24 @@ describe('opening plans.sqlite', () => {
     backup.close();
   });
 
+  it('two databases backed up into one folder in the same millisecond keep both backups (VACUUM INTO refuses a file that exists)', () => {
+    const dir = tempDir();
+    const backupDir = join(dir, 'backups');
+    const paths = ['a.sqlite', 'b.sqlite'].map((name) => join(dir, name));
+    for (const path of paths) openDatabase(path, { migrations: MIGRATIONS.slice(0, 1) }).db.close();
+    const backups = paths.map((path) => {
+      const { db, notices } = openDatabase(path, { now: FIXED_NOW, backupDir });
+      expect(userVersion(db)).toBe(LATEST_VERSION);
+      db.close();
+      return notices.find((n) => n.id === 'database_backed_up');
+    });
+    expect(backups.map((b) => b && 'path' in b && b.path)).toEqual([
+      join(backupDir, 'plans-v1-2026-11-24T03-40-00-000Z.sqlite'),
+      join(backupDir, 'plans-v1-2026-11-24T03-40-00-000Z-2.sqlite'),
+    ]);
+    expect(readdirSync(backupDir).sort()).toEqual(['plans-v1-2026-11-24T03-40-00-000Z-2.sqlite', 'plans-v1-2026-11-24T03-40-00-000Z.sqlite']);
+  });
+
   it('runs each migration in a transaction: a failing step leaves the file at the previous version', () => {
     const dir = tempDir();
     const path = join(dir, 'plans.sqlite');

@@ -35,4 +35,14 @@ describe('batch norm past 2^31 elements runs PyTorch native kernels', () => {
     expect(same).toBeGreaterThan(1100);
     expect(meta.peak_allocated_bytes).toBe(83_858_208_256);
   }, 120_000);
+
+  it('splits a batch of one by its channels and pixels (fuzz counterexample: 32,000 px, which recursed without end)', () => {
+    const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'resnet18' }, training: { batch_size: 1, image_size: 32000, optimizer: 'sgd', steps: 1 }, gpu: { memory_limit_bytes: 2 ** 40 } });
+    const labels: string[] = [];
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false, onTrace: (action, _addr, _size, _stream, label) => action === 'alloc' && labels.push(label ?? '') });
+    expect(r.fits).toBe(true);
+    // bn1's input [1, 64, 16000, 16000]: fp32, no copy; 1.6e10 elements take pieces of its channels, then its pixels
+    expect(labels.filter((l) => l === 'bn1 var_mean: reduction buffer').length).toBeGreaterThanOrEqual(32);
+    expect(labels).not.toContain('bn1 var_mean: input.to(float)');
+  });
 });
