@@ -15,7 +15,6 @@
  *   adaptive_avg_pool2d: the output only.
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
-import { reductionWorkspace } from '../tensor/reduce-config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { OutOfMemoryError } from '../allocator/caching-allocator.ts';
 import { castLower } from './autocast.ts';
@@ -240,13 +239,10 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
 }
 
 /**
- * cuDNN's batch norm takes fewer elements than this (aten/src/ATen/native/Normalization.cpp `_batch_norm_impl_index`:
- * `input.sym_numel() < std::numeric_limits<std::int32_t>::max()`, cuDNN's 32-bit indexing); past it PyTorch runs its
- * native CUDA batch norm (Note [Batch norm past 2^31 elements]).
+ * `std::numeric_limits<int32_t>::max()`: cuDNN's batch norm takes fewer elements (aten/src/ATen/native/
+ * Normalization.cpp `_batch_norm_impl_index`, else PyTorch's native CUDA batch norm: Note [Batch norm past 2^31
+ * elements]), and 32-bit indexing at most this many elements and bytes of offset.
  */
-const kCudnnBatchNormMaxNumel = 2 ** 31 - 1;
-
-/** `std::numeric_limits<int32_t>::max()`: the element counts and byte offsets 32-bit indexing takes. */
 const kInt32Max = 2 ** 31 - 1;
 
 /** Bytes of the accumulator of PyTorch's Welford reduction (`WelfordData<float, int>`: mean, m2, n, nf). */
@@ -258,7 +254,7 @@ const kWelfordAccumulateBytes = 16;
  * for an input past cuDNN's size.
  */
 export function batchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, label: string): Tensor {
-  if (x.numel >= kCudnnBatchNormMaxNumel) return nativeBatchNorm2d(rt, x, weight, bias, label);
+  if (x.numel >= kInt32Max) return nativeBatchNorm2d(rt, x, weight, bias, label);
   const { cuda, autograd } = rt;
   const c = x.shape[1]!;
   const needs = autograd.needsGrad([x, weight, bias]);
@@ -325,15 +321,10 @@ function nativeBatchNorm2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor,
   if (pieces.length > 1) {
     const acc = cuda.empty([c * kWelfordAccumulateBytes], 'uint8', `${label} var_mean: accumulation buffer`, 'workspace');
     for (const piece of pieces) {
-      const [buffer, semaphores] = reductionWorkspace(
+      cuda.reduction(
         { numOutputs: piece.c, inputsPerOutput: piece.n * piece.hw, reduceFastest: piece.hw > 1, elementBytes, accumulateBytes: kWelfordAccumulateBytes },
-        cuda.reduction,
+        `${label} var_mean`,
       );
-      if (buffer === 0) continue;
-      const b = cuda.empty([buffer], 'uint8', `${label} var_mean: reduction buffer`, 'workspace');
-      const s = cuda.empty([semaphores], 'uint8', `${label} var_mean: reduction semaphores`, 'workspace');
-      cuda.release(s);
-      cuda.release(b);
     }
     cuda.release(acc);
   }

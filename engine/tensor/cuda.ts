@@ -7,7 +7,7 @@
  */
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
-import { reductionWorkspace, type ReductionDevice } from './reduce-config.ts';
+import { reductionWorkspace, type ReductionDevice, type ReductionShape } from './reduce-config.ts';
 import { Storage, Tensor, TensorImpl, nbytes, type MemoryCategory } from './tensor.ts';
 import { TimelineRecorder, type RawTimeline } from '../result/timeline.ts';
 
@@ -88,11 +88,6 @@ export class CudaDevice {
     return this.reductionDevice.multiProcessorCount;
   }
 
-  /** What CUDA reductions size their launch by (tensor/reduce-config.ts). */
-  get reduction(): ReductionDevice {
-    return this.reductionDevice;
-  }
-
   constructor(allocator: CachingAllocator, workspaces: Workspaces, reductionDevice: ReductionDevice) {
     this.allocator = allocator;
     this.workspaces = workspaces;
@@ -106,24 +101,29 @@ export class CudaDevice {
   sumTo(t: Tensor, outputShape: readonly number[], label: string): Tensor {
     const out = this.empty(outputShape, t.dtype, label);
     const numOutputs = out.numel;
-    const [buffer, semaphores] = reductionWorkspace(
-      {
-        numOutputs,
-        inputsPerOutput: numOutputs === 0 ? 0 : t.numel / numOutputs,
-        // Reduced dimensions are the innermost ones (a row sum) when the result keeps the leading extents.
-        reduceFastest: outputShape.length === t.shape.length && outputShape[outputShape.length - 1] === 1 && (t.shape[t.shape.length - 1] ?? 1) > 1,
-        elementBytes: DTYPE_BYTES[t.dtype],
-        accumulateBytes: DTYPE_BYTES[accType(t.dtype)],
-      },
-      this.reductionDevice,
-    );
-    if (buffer > 0) {
-      const b = this.empty([buffer], 'uint8', `${label}: reduction buffer`, 'workspace');
-      const s = this.empty([semaphores], 'uint8', `${label}: reduction semaphores`, 'workspace');
-      this.release(b);
-      this.release(s);
-    }
+    this.reduction({
+      numOutputs,
+      inputsPerOutput: numOutputs === 0 ? 0 : t.numel / numOutputs,
+      // Reduced dimensions are the innermost ones (a row sum) when the result keeps the leading extents.
+      reduceFastest: outputShape.length === t.shape.length && outputShape[outputShape.length - 1] === 1 && (t.shape[t.shape.length - 1] ?? 1) > 1,
+      elementBytes: DTYPE_BYTES[t.dtype],
+      accumulateBytes: DTYPE_BYTES[accType(t.dtype)],
+    }, label);
     return out;
+  }
+
+  /**
+   * One CUDA reduction kernel (`gpu_reduce_kernel`): its global-memory staging buffer and semaphores, when its
+   * launch splits an output across blocks, allocated for the kernel and freed after it (tensor/reduce-config.ts).
+   */
+  reduction(shape: ReductionShape, label: string): void {
+    const [buffer, semaphores] = reductionWorkspace(shape, this.reductionDevice);
+    if (buffer === 0) return;
+    const b = this.empty([buffer], 'uint8', `${label}: reduction buffer`, 'workspace');
+    const s = this.empty([semaphores], 'uint8', `${label}: reduction semaphores`, 'workspace');
+    // freed as their DataPtrs go out of scope: the semaphores (allocated last) first, as recorded on the H100
+    this.release(s);
+    this.release(b);
   }
 
   /**

@@ -5,15 +5,14 @@
  * boundary-suite plan at its largest batch, under the settings advice and the searches simulate again (expandable
  * segments, no cap on unbounded memory, the plan as it was) and under caps just below its peak (out of memory).
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { InputError } from '../../../engine/errors.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { simulate, unboundedDevice, type SimulateOptions } from '../../../engine/train/simulate.ts';
 import { RecordedRun, forgetRecordedRuns, programKey } from '../../../engine/train/run-replay.ts';
 import type { DeviceSpec } from '../../../engine/gpu/device.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { calibrationRuns, simulatedPlan } from './calibration-plans.ts';
 import { loadSuite } from '../../../bench/boundary-suite.ts';
 
 const runReplays = vi.spyOn(RecordedRun.prototype, 'replayLoad');
@@ -46,24 +45,12 @@ function checkVariants(plan: Plan, device: DeviceSpec, options: Omit<SimulateOpt
   }
 }
 
-const calibration = new URL('../../fixtures/calibration/', import.meta.url);
-const calibrationPlans = readdirSync(calibration)
-  .filter((f) => f.endsWith('.json'))
-  .sort()
-  .map((f) => ({ name: f.replace(/\.json$/, ''), m: JSON.parse(readFileSync(new URL(f, calibration), 'utf8')) }))
-  .filter(({ m }) => m.status === 'ok');
 
 describe('a replayed run gives the full simulation, field for field', () => {
-  for (const { name, m } of calibrationPlans) {
+  for (const { name, m } of calibrationRuns) {
     it(`calibration: ${name} (as it is, with expandable segments, without a cap)`, () => {
-      let plan: Plan;
-      try {
-        plan = parsePlan(m.plan);
-        simulate(plan, { device: planGpu(plan), timelinePoints: 0, untilSteady: false });
-      } catch (error) {
-        expect(error).toBeInstanceOf(InputError);
-        return;
-      }
+      const plan = simulatedPlan(m);
+      if (!plan) return;
       checkVariants(plan, planGpu(plan), { peakDetails: true });
     }, 60_000);
   }

@@ -6,13 +6,13 @@
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { InputError } from '../../../engine/errors.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { simulate, type SimulateOptions } from '../../../engine/train/simulate.ts';
 import { StepProgram } from '../../../engine/train/step-replay.ts';
 import { forgetRecordedRuns } from '../../../engine/train/run-replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { calibrationRuns, simulatedPlan } from './calibration-plans.ts';
 import { loadSuite } from '../../../bench/boundary-suite.ts';
 
 const replays = vi.spyOn(StepProgram.prototype, 'replay');
@@ -34,12 +34,6 @@ function both(plan: Plan, options: Omit<SimulateOptions, 'device'>) {
   return { full, replayed, replayedSteps: replays.mock.calls.length - before };
 }
 
-const calibration = new URL('../../fixtures/calibration/', import.meta.url);
-const calibrationPlans = readdirSync(calibration)
-  .filter((f) => f.endsWith('.json'))
-  .sort()
-  .map((f) => ({ name: f.replace(/\.json$/, ''), m: JSON.parse(readFileSync(new URL(f, calibration), 'utf8')) }))
-  .filter(({ m }) => m.status === 'ok');
 
 let replayedCases = 0;
 let replayedOom = 0;
@@ -47,16 +41,10 @@ let replayedOomAsFull = 0;
 let replayedOomUnwinding = 0;
 
 describe('replayed steps give the full simulation, field for field', () => {
-  for (const { name, m } of calibrationPlans) {
+  for (const { name, m } of calibrationRuns) {
     it(`calibration: ${name} (its steps and until steady; the allocator's trace)`, () => {
-      let plan: Plan;
-      try {
-        plan = parsePlan(m.plan);
-        simulate(plan, { device: planGpu(plan), timelinePoints: 0, untilSteady: false });
-      } catch (error) {
-        expect(error).toBeInstanceOf(InputError);
-        return;
-      }
+      const plan = simulatedPlan(m);
+      if (!plan) return;
       for (const untilSteady of [false, true]) {
         const { full, replayed, replayedSteps } = both(plan, { untilSteady });
         expect(replayed).toEqual(full);
