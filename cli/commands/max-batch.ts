@@ -1,5 +1,6 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, advise, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { AdviceWorkers } from '../advice-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -77,8 +78,15 @@ async function run(args: string[]): Promise<void> {
     return;
   }
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
-  const r = findMaxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
-  const advice = advise(plan, { device, goal: 'batch', maxBatch: r });
+  const workers = new AdviceWorkers(); // they load the engine while this thread searches
+  let r: MaxBatchResult;
+  let advice: AdviceResult;
+  try {
+    r = findMaxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
+    advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
+  } finally {
+    await workers.close();
+  }
   if (values.json) {
     const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice };
     process.stdout.write(stringifyResult(output) + '\n');

@@ -17,7 +17,7 @@ import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
 import { PRESETS } from '../models/presets.ts';
-import { bytesPerSample, findMaxBatch, largestBatch } from './max-batch.ts';
+import { bytesPerSample, findMaxBatch, largestBatch, type SearchStart } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
 export type Variant = { [Id in AdviceId]: { id: Id; params: Omit<Extract<AdviceItem, { id: Id }>, 'id' | keyof Measures>; plan: Plan } }[AdviceId];
@@ -123,78 +123,120 @@ export interface AdviceOptions {
 /** One variant's outcome, as it is known. */
 export type AdviceEvent = { type: 'advice'; advice: AdviceItem } | { type: 'not_applicable'; not_applicable: NotApplicable };
 
-/** Simulates variant after variant, yielding each outcome; returns the advice ranked best first. */
-export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<AdviceEvent, AdviceResult, void> {
+/**
+ * Advice before its variants run: what they are compared with and which to simulate. Plain data: a host may
+ * simulate the variants in parallel (each on its own: `adviseVariant`), then rank them (`rankAdvice`).
+ */
+export interface AdviceSetup {
+  goal: 'memory' | 'batch';
+  /** The plan's own peak reserved memory, at the compared batch. */
+  base_peak_reserved_bytes: number;
+  /** The plan's own search (goal `batch`). */
+  base_search: { max_batch: number; effective_batch: number } | null;
+  /** The variants to simulate, in the order advice lists them. */
+  variants: Variant[];
+  /** The changes known not to apply before any variant runs. */
+  not_applicable: NotApplicable[];
+  /** Where each variant's search starts (goal `batch`: Note [Aimed searches]). */
+  start: SearchStart | null;
+}
+
+/** What advice compares the variants with, and the variants (simulates the plan itself only where not given). */
+export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   const goal = options.goal ?? 'memory';
   const device = options.device;
   const search = goal === 'batch' ? (options.maxBatch ?? findMaxBatch(plan, { device })) : null;
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
-  // A search trial is the simulation advice would run (peaks only; to steady state).
-  const peakOf = (plan: Plan, trials: readonly Trial[]): Omit<Trial, 'index'> => {
-    const tried = trials.find((t) => t.batch === plan.training.batch_size);
-    if (tried) return tried;
-    const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
-    return { batch: plan.training.batch_size, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
-  };
-  const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? []);
-  const basePeak = base ? base.peak_reserved_bytes : options.basePeakReservedBytes!;
+  const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
-  const lora = loraVariant(at, () => (search ? search.max_batch >= plan.training.batch_size : (options.baseFits ?? base?.fits ?? peakOf(at, []).fits)));
+  const lora = loraVariant(at, () => (search ? search.max_batch >= plan.training.batch_size : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
   if ('variant' in lora) candidates.push(lora.variant);
   else notApplicable.push(lora.skip);
-  for (const n of notApplicable) yield { type: 'not_applicable', not_applicable: n };
-  const advice: AdviceItem[] = [];
-  // Each variant's search starts from the plan's (Note [Aimed searches]).
-  const start = search ? { batch: at.training.batch_size, bytesPerSample: bytesPerSample(search.trials) } : null;
-  for (const v of candidates) {
-    let item: AdviceItem;
-    try {
-      // Under the `batch` goal a variant's own search (its largest batch only) also tries the compared batch, mostly.
-      const largest = start && v.id !== 'accumulation' ? largestBatch(v.plan, { device }, start) : null;
-      const r = peakOf(v.plan, largest?.trials ?? []);
-      item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: basePeak - r.peak_reserved_bytes, fits: r.fits } as AdviceItem;
-      if (search) {
-        if (v.id === 'accumulation' && r.fits) {
-          // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
-          item.max_batch = v.params.micro_batch;
-        } else item.max_batch = (largest ?? largestBatch(v.plan, { device }, { ...start!, tried: r })).max_batch;
-        item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
-        if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
-      }
-    } catch (error) {
-      if (!(error instanceof InputError)) throw error;
-      const n: NotApplicable = { id: v.id, reason_id: 'not_simulated', message: error.message };
-      notApplicable.push(n);
-      yield { type: 'not_applicable', not_applicable: n };
-      continue;
+  return {
+    goal,
+    base_peak_reserved_bytes: base ? base.peak_reserved_bytes : options.basePeakReservedBytes!,
+    base_search: search ? { max_batch: search.max_batch, effective_batch: search.effective_batch } : null,
+    variants: candidates,
+    not_applicable: notApplicable,
+    // Each variant's search starts from the plan's (Note [Aimed searches]).
+    start: search ? { batch: at.training.batch_size, bytesPerSample: bytesPerSample(search.trials) } : null,
+  };
+}
+
+/** A search trial is the simulation advice would run (peaks only; to steady state). */
+function peakOf(plan: Plan, trials: readonly Trial[], device: DeviceSpec): Omit<Trial, 'index'> {
+  const tried = trials.find((t) => t.batch === plan.training.batch_size);
+  if (tried) return tried;
+  const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
+  return { batch: plan.training.batch_size, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
+}
+
+/** One variant, simulated (and searched, under the `batch` goal) on its own: its advice, or why it is not advice. */
+export function adviseVariant(setup: AdviceSetup, v: Variant, device: DeviceSpec): AdviceEvent {
+  const search = setup.base_search;
+  const start = setup.start;
+  let item: AdviceItem;
+  try {
+    // Under the `batch` goal a variant's own search (its largest batch only) also tries the compared batch, mostly.
+    const largest = start && v.id !== 'accumulation' ? largestBatch(v.plan, { device }, start) : null;
+    const r = peakOf(v.plan, largest?.trials ?? [], device);
+    item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: setup.base_peak_reserved_bytes - r.peak_reserved_bytes, fits: r.fits } as AdviceItem;
+    if (search) {
+      if (v.id === 'accumulation' && r.fits) {
+        // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
+        item.max_batch = v.params.micro_batch;
+      } else item.max_batch = (largest ?? largestBatch(v.plan, { device }, { ...start!, tried: r })).max_batch;
+      item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
+      if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
     }
-    const reason = helps(item, search);
-    if (reason) {
-      const n: NotApplicable = { id: v.id, reason_id: reason, saved_bytes: item.saved_bytes };
-      notApplicable.push(n);
-      yield { type: 'not_applicable', not_applicable: n };
-      continue;
-    }
-    advice.push(item);
-    yield { type: 'advice', advice: item };
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    return { type: 'not_applicable', not_applicable: { id: v.id, reason_id: 'not_simulated', message: error.message } };
   }
+  const reason = helps(item, search);
+  if (reason) return { type: 'not_applicable', not_applicable: { id: v.id, reason_id: reason, saved_bytes: item.saved_bytes } };
+  return { type: 'advice', advice: item };
+}
+
+/** The advice ranked best first, from each variant's outcome (`outcomes` in the order of `setup.variants`). */
+export function rankAdvice(setup: AdviceSetup, outcomes: readonly AdviceEvent[]): AdviceResult {
+  const advice: AdviceItem[] = [];
+  const notApplicable = [...setup.not_applicable];
+  for (const o of outcomes) {
+    if (o.type === 'advice') advice.push(o.advice);
+    else notApplicable.push(o.not_applicable);
+  }
+  const search = setup.base_search;
   const ranked = search
     ? advice.sort((x, y) => (y.max_effective_batch ?? 0) - (x.max_effective_batch ?? 0) || y.saved_bytes - x.saved_bytes)
     : advice.sort((x, y) => Number(y.fits) - Number(x.fits) || y.saved_bytes - x.saved_bytes);
   return {
     schema_version: RESULT_SCHEMA_VERSION,
-    goal,
-    base_peak_reserved_bytes: basePeak,
+    goal: setup.goal,
+    base_peak_reserved_bytes: setup.base_peak_reserved_bytes,
     ...(search ? { base_max_effective_batch: search.effective_batch } : {}),
     advice: ranked,
     not_applicable: notApplicable,
   };
 }
 
+/** Simulates variant after variant, yielding each outcome; returns the advice ranked best first. */
+export function* adviseSteps(plan: Plan, options: AdviceOptions): Generator<AdviceEvent, AdviceResult, void> {
+  const setup = setUpAdvice(plan, options);
+  for (const n of setup.not_applicable) yield { type: 'not_applicable', not_applicable: n };
+  const outcomes: AdviceEvent[] = [];
+  for (const v of setup.variants) {
+    const outcome = adviseVariant(setup, v, options.device);
+    outcomes.push(outcome);
+    yield outcome;
+  }
+  return rankAdvice(setup, outcomes);
+}
+
 /** Why an outcome is not advice (null: it helps). */
-function helps(item: AdviceItem, search: MaxBatchResult | null): NotApplicable['reason_id'] | null {
+function helps(item: AdviceItem, search: AdviceSetup['base_search']): NotApplicable['reason_id'] | null {
   if (search) return (item.max_effective_batch ?? 0) > search.effective_batch ? null : 'no_larger_batch';
   if (item.saved_bytes > 0) return null;
   return item.saved_bytes === 0 ? 'saves_nothing' : 'uses_more_memory';
