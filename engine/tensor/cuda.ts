@@ -257,6 +257,14 @@ export class CudaDevice {
     this.threadWorkspaces.set(label, this.escape(this.empty([size], 'uint8', label, 'workspace')));
   }
 
+  /**
+   * Storages made on first use and kept for the process (the threads' library workspaces): a step that made them is
+   * the same program as the next ones but for them (Note [Replayed second step], train/second-step.ts).
+   */
+  processStorages(): Storage[] {
+    return Array.from(this.threadWorkspaces.values(), (t) => t.storage);
+  }
+
   /** The recorded timeline, one entry per event (engine/result/timeline.ts decimates it). */
   timeline(): RawTimeline {
     return this.timelineColumns.raw();

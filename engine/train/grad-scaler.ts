@@ -14,7 +14,7 @@
 import type { Optimizer } from './optimizer.ts';
 import { mul } from '../ops/elementwise.ts';
 import type { Runtime } from '../ops/runtime.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import type { Storage, Tensor } from '../tensor/tensor.ts';
 
 export class GradScaler {
   private scaleTensor: Tensor | null = null;
@@ -30,6 +30,14 @@ export class GradScaler {
       this.growthTracker = cuda.empty([], 'int32', 'GradScaler._growth_tracker', 'optimizer_state');
     }
     return mul(rt, loss, this.scaleTensor, 'scaler.scale(loss)');
+  }
+
+  /** What the scaler keeps for the process (made on first use: Note [Replayed second step], second-step.ts). */
+  storages(): Storage[] {
+    const kept: Storage[] = [];
+    if (this.scaleTensor) kept.push(this.scaleTensor.storage);
+    if (this.growthTracker) kept.push(this.growthTracker.storage);
+    return kept;
   }
 
   /** `_unscale_grads_`: per-device copies of found_inf and inv_scale; the inv_scale copy dies on return. */

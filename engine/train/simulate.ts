@@ -31,6 +31,7 @@ import { steadyStateKey } from './steady-state.ts';
 import { LIMITS } from '../plan/limits.ts';
 import { BothRecorders, StepProgram, StepRecorder } from './step-replay.ts';
 import { RecordedRun, keepRecordedRun, programKey, recordedRun } from './run-replay.ts';
+import { NotReplayable, SecondStepProgram } from './second-step.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { outsideAllocatorBytes } from '../gpu/catalog.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
@@ -208,7 +209,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   let optimizer: Optimizer | null = null;
   const replaySteps = options.replaySteps ?? options.onTrace === undefined;
   let program: StepProgram | null = null;
-  let replaying = false;
+  /** The replay running now, or that ran the allocator to where it is: an out-of-memory error was its. */
+  let replaying: { readonly oomAsFull: boolean } | null = null;
   // Note [Replayed runs]: the same program simulated before in this process is replayed whole; else this one is
   // recorded, to the end of its recorded step.
   const key = replaySteps ? programKey(plan, spec) : null;
@@ -219,7 +221,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     cuda.phase = 'load';
     cuda.observer = runRecorder;
     if (recorded) {
-      replaying = true;
+      replaying = recorded;
       recorded.replayLoad(cuda, replayed);
     } else {
       for (const p of model.parameters) {
@@ -243,6 +245,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     // Note [Replayed steps]: the step after the first repeatable one is recorded, later ones replay it.
     const recordedStep = (t.precision === 'amp_fp16' ? t.grad_scaler_skipped_steps : 0) + 2;
     let recorder: StepRecorder | null = null;
+    // Note [Replayed second step]: the step before the recorded one is recorded to the end of its backward, and its
+    // forward and backward replay as the recorded step's.
+    let firstRecorder: StepRecorder | null = null;
+    let secondStep: SecondStepProgram | null = null;
+    let secondStepReplayed = false;
     let previousStepStartEvent = 0;
     const stateAfter = new Map<string, number>();
     let repeated = false;
@@ -268,27 +275,63 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       };
       steps.push(result);
       if (program) {
-        replaying = true;
+        replaying = program;
         program.replay(cuda, result);
       } else if (recorded) {
+        replaying = recorded;
         recorded.replayStep(step, cuda, result, replayed);
         if (step === recorded.recordedStep) program = recorded.programAfter(replayed);
       } else {
+        // The recorded step's program did not come out (Note [Replayed steps]): after a replayed step, whose tensors
+        // the model's code does not know, the plan is simulated again without replay.
+        if (secondStepReplayed) throw new NotReplayable();
         runRecorder?.beginStep();
         if (replaySteps && step === recordedStep) {
           recorder = new StepRecorder(cuda);
           cuda.observer = runRecorder ? new BothRecorders(runRecorder, recorder) : recorder;
+        } else if (replaySteps && step === recordedStep - 1) {
+          firstRecorder = new StepRecorder(cuda);
+          cuda.observer = runRecorder ? new BothRecorders(runRecorder, firstRecorder) : firstRecorder;
         }
         const stepStartEvent = cuda.events;
-        for (let micro = 0; micro < t.grad_accumulation_steps; micro++) {
+        if (secondStep) {
+          // The step's forward and backward, replayed; its own code frees the previous step's inputs and loss.
+          replaying = secondStep;
+          secondStep.replay(cuda, scaler ? [...cuda.processStorages(), ...scaler.storages()] : cuda.processStorages(), {
+            atCut(j) {
+              cuda.phase = 'forward';
+              if (j === 0) {
+                for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]);
+                inputs = [];
+              } else {
+                cuda.release(loss);
+                loss = null;
+                model.releaseGraph?.(rt);
+              }
+            },
+            marked(j) {
+              (j % 2 === 0 ? result.after_forward_bytes : result.after_backward_bytes).push(allocator.allocatedBytes);
+              recorder?.mark();
+              runRecorder?.mark();
+            },
+          });
+          replaying = null;
+          secondStep = null;
+          secondStepReplayed = true;
+        }
+        for (let micro = 0; micro < t.grad_accumulation_steps && !secondStepReplayed; micro++) {
           cuda.phase = 'forward';
           const batch = model.makeInputs(rt, t.batch_size);
+          if (micro === 0) firstRecorder?.cut();
           for (let i = inputs.length - 1; i >= 0; i--) cuda.release(inputs[i]); // the old tuple dies: last element first
+          if (micro === 0) firstRecorder?.cut();
           inputs = batch;
           if (autocastDType) rt.autocast = new Autocast(autocastDType); // with torch.autocast(...): forward, loss, division
           const rawLoss = model.loss(rt, inputs);
+          if (micro === 0) firstRecorder?.cut();
           cuda.release(loss); // `loss = ...` rebinds: the previous micro-step's loss dies
           model.releaseGraph?.(rt); // and the graph it held
+          if (micro === 0) firstRecorder?.cut();
           loss = divScalar(rt, rawLoss, 'loss / grad_accumulation_steps');
           cuda.release(rawLoss);
           if (rt.autocast) {
@@ -298,6 +341,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
           result.after_forward_bytes.push(allocator.allocatedBytes);
           recorder?.mark();
           runRecorder?.mark();
+          firstRecorder?.mark();
           cuda.phase = 'backward';
           // (scaler.scale(loss) if scaler else loss).backward(): the scaled loss lives until the statement ends
           const root = scaler ? scaler.scale(rt, loss) : cuda.ref(loss);
@@ -308,6 +352,12 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
           result.after_backward_bytes.push(allocator.allocatedBytes);
           recorder?.mark();
           runRecorder?.mark();
+          firstRecorder?.mark();
+        }
+        if (firstRecorder) {
+          cuda.observer = runRecorder;
+          secondStep = SecondStepProgram.prepare(firstRecorder, params, t.grad_accumulation_steps, cuda.convPlans.size);
+          firstRecorder = null;
         }
         cuda.phase = 'optimizer';
         if (scaler) {
@@ -347,10 +397,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     }
     if (untilSteady && !repeated) unsettled = { steps: steps.length, reason: !canRepeat ? 'garbage_collection' : steps.length >= kMaxSteps ? 'max_steps' : 'work_limit' };
   } catch (error) {
+    if (error instanceof NotReplayable) return simulate(plan, { ...options, replaySteps: false });
     if (!(error instanceof OutOfMemoryError)) throw error;
     // Out of memory in a replayed step inside frames that free memory as they unwind (Note [Replayed steps]): the
     // replay cannot know those frees, the full simulation can.
-    if (replaying && !(program ?? recorded!).oomAsFull) return simulate(plan, { ...options, replaySteps: false });
+    if (replaying && !replaying.oomAsFull) return simulate(plan, { ...options, replaySteps: false });
     oom = { message: error.message, step: cuda.step, phase: cuda.phase };
     // The failing step's peaks so far (its peak was reset when it began), not zeros.
     const failing = steps[steps.length - 1];

@@ -129,6 +129,16 @@ export class StepRecorder implements StorageObserver {
     this.marks.push(this.requests.length);
   }
 
+  /**
+   * The number of requests made where the step's code frees what the previous step left (its inputs, its loss and
+   * graph): before and after each such place (Note [Replayed second step], second-step.ts).
+   */
+  readonly cuts: number[] = [];
+
+  cut(): void {
+    this.cuts.push(this.requests.length);
+  }
+
   /** The number of requests made when each step began (a run's recording: Note [Replayed runs]). */
   readonly stepStarts: number[] = [];
 
@@ -264,6 +274,72 @@ export class RequestTape {
       } else cuda.freeStorage(current[r >> 1]!);
     }
     while (nextMark < markTo) read();
+  }
+
+  /**
+   * Replays every request as the full simulation made it, for recorders to hear as they would have heard it (Note
+   * [Replayed second step], second-step.ts): each storage allocated under the label and category it had then and
+   * renamed where it was, the frames that free memory on an exception open where they were
+   * (`CudaDevice.unwindingFrames`). Storages with `skip[k]` set are not allocated (nor freed: the caller skips only
+   * storages the recording never freed); requests [stops[2j], stops[2j + 1]) are not replayed: `at(j)` runs there
+   * instead. `marked(j)` runs where mark j was read. Throws the allocator's OutOfMemoryError as the full simulation
+   * would have, `oomAsFull` saying whether it would then stop with this state.
+   */
+  replayAsRecorded(cuda: CudaDevice, current: Storage[], skip: Uint8Array, stops: readonly number[], at: (j: number) => void, marked: (j: number) => void): void {
+    this.oomAsFull = false;
+    const requests = this.requests;
+    const sizes = this.sizes;
+    const labels = this.labels;
+    const categories = this.categories;
+    const allocatorLabels = this.allocatorLabels;
+    const renames = this.renames;
+    const renamedAt = [...renames].sort(([, a], [, b]) => a.at - b.at);
+    const marks = this.marks;
+    const phaseStarts = this.phaseStarts;
+    const phaseNames = this.phaseNames;
+    const unwindingChanges = this.unwindingChanges;
+    const n = requests.length;
+    let nextMark = 0;
+    let nextStop = 0;
+    let nextRename = 0;
+    let nextUnwinding = 0;
+    let phase = 0;
+    const unwindingBefore = cuda.unwindingFrames;
+    try {
+      for (let i = 0; ; i++) {
+        while (nextMark < marks.length && marks[nextMark] === i) marked(nextMark++);
+        while (nextStop < stops.length && stops[nextStop] === i) {
+          at(nextStop >> 1);
+          i = stops[nextStop + 1]!;
+          nextStop += 2;
+          // the requests passed over: their phases (their frees renamed and opened nothing)
+          while (phase < phaseStarts.length && phaseStarts[phase]! < i) cuda.phase = phaseNames[phase++]!;
+          while (nextMark < marks.length && marks[nextMark] === i) marked(nextMark++);
+        }
+        while (nextRename < renamedAt.length && renamedAt[nextRename]![1].at <= i) {
+          const k = renamedAt[nextRename++]![0];
+          if (current[k]) cuda.rename(current[k]!, labels[k]!, categories[k]!);
+        }
+        while (nextUnwinding < unwindingChanges.length && unwindingChanges[nextUnwinding]! <= i) cuda.unwindingFrames += nextUnwinding++ % 2 === 0 ? 1 : -1;
+        if (i === n) break;
+        if (phase < phaseStarts.length && phaseStarts[phase] === i) cuda.phase = phaseNames[phase++]!;
+        const r = requests[i]!;
+        if (r < 0) throw new Error(`request ${i} frees a storage of an earlier step outside the step's own code`);
+        if ((r & 1) === 0) {
+          const k = r >> 1;
+          if (skip[k]) continue;
+          const rename = renames.get(k);
+          try {
+            current[k] = cuda.allocateStorage(sizes[k]!, rename ? rename.label : labels[k]!, rename ? rename.category : categories[k]!, allocatorLabels.get(k) ?? labels[k]!);
+          } catch (error) {
+            this.oomAsFull = !this.unwindingAt(i);
+            throw error;
+          }
+        } else cuda.freeStorage(current[r >> 1]!);
+      }
+    } finally {
+      cuda.unwindingFrames = unwindingBefore;
+    }
   }
 
   /** Whether frames that free memory on an exception were open at request i. */
