@@ -17,25 +17,182 @@ import { ReadyQueue } from './ready-queue.ts';
 /** The gradient of each forward output, in; the gradient of each forward input, out (null: none). */
 export type BackwardFn = (grads: (Tensor | null)[]) => (Tensor | null)[];
 
-export interface Node {
-  readonly name: string;
+/**
+ * `torch::autograd::Edge`: the node a gradient flows to and which of that node's inputs (one of its forward
+ * outputs) it is, with that tensor's shape and dtype, which PyTorch keeps as the node's `input_metadata`:
+ * validate_outputs sums and converts a gradient to them. Edges never change, so the consumers of one output share
+ * one (`Node.edgeTo`).
+ */
+export interface Edge {
+  readonly node: Node;
+  readonly slot: number;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+}
+
+const NO_TENSORS: readonly Tensor[] = [];
+
+/**
+ * `torch::autograd::Node`. Written as classes (a node per op, its saved tensors a field) rather than closures:
+ * a 70B step records some 10^5 nodes, and each closure and array less is less for the garbage collector.
+ */
+export abstract class Node {
   readonly seq: number;
-  /** Per forward input: the node its gradient goes to, and which of that node's outputs it is. */
-  readonly next: ({ node: Node; slot: number } | null)[];
-  /** Shapes of the forward inputs (for sum_to). */
-  readonly inputShapes: (readonly number[])[];
-  /** Dtypes of the forward inputs (validate_outputs converts a gradient of another dtype). */
-  readonly inputDTypes?: (DType | null)[];
+  /** Per forward input: the edge its gradient goes along (null: none). */
+  readonly next: readonly (Edge | null)[];
   /** Number of forward outputs (size of the input buffer). */
   readonly numOutputs: number;
-  apply: BackwardFn;
-  /** `release_variables`: drop the saved tensors. */
-  releaseVariables(): void;
   /** The running backward's bookkeeping (GraphTask's dependencies and InputBuffer): edges left, gradients so far. */
-  deps: number;
-  buffer: (Tensor | null)[] | null;
+  deps = 0;
+  buffer: (Tensor | null)[] | null = null;
   /** Which backward last counted this node's dependencies. */
-  epoch: number;
+  epoch = 0;
+  /** The edge into output 0 (most nodes have one output), made on first use. */
+  private firstEdge: Edge | null = null;
+
+  constructor(seq: number, next: readonly (Edge | null)[], numOutputs: number) {
+    this.seq = seq;
+    this.next = next;
+    this.numOutputs = numOutputs;
+  }
+
+  abstract readonly name: string;
+  /** The backward formula: gradients of the forward outputs in, of the forward inputs out. */
+  abstract apply(grads: (Tensor | null)[]): (Tensor | null)[];
+  /** `release_variables`: drop the saved tensors. */
+  abstract releaseVariables(): void;
+
+  /** The edge into this node's output `slot`, which `t` is (a reference to). */
+  edgeTo(slot: number, t: Tensor): Edge {
+    if (slot !== 0) return { node: this, slot, shape: t.shape, dtype: t.dtype };
+    return (this.firstEdge ??= { node: this, slot: 0, shape: t.shape, dtype: t.dtype });
+  }
+}
+
+/** A differentiable op's node: its backward formula and the tensors it saved. */
+class FunctionNode extends Node {
+  readonly name: string;
+  private readonly fn: BackwardFn;
+  private saved: readonly Tensor[];
+  private readonly device: CudaDevice;
+
+  constructor(name: string, seq: number, next: (Edge | null)[], numOutputs: number, fn: BackwardFn, saved: readonly Tensor[], device: CudaDevice) {
+    super(seq, next, numOutputs);
+    this.name = name;
+    this.fn = fn;
+    this.saved = saved;
+    this.device = device;
+  }
+
+  apply(grads: (Tensor | null)[]): (Tensor | null)[] {
+    return this.fn(grads);
+  }
+
+  releaseVariables(): void {
+    const saved = this.saved;
+    this.saved = NO_TENSORS;
+    for (let i = 0; i < saved.length; i++) this.device.release(saved[i]);
+  }
+}
+
+/**
+ * A node recorded inside a checkpointed region: its saved tensors are holders `start..start+count` of the frame;
+ * its first backward recomputes the region, and it frees the recomputed tensors after its own backward.
+ */
+class CheckpointedNode extends Node {
+  readonly name: string;
+  private readonly fn: BackwardFn;
+  private readonly autograd: Autograd;
+  private readonly frame: CheckpointFrame;
+  private readonly start: number;
+  private readonly count: number;
+  private released = false;
+
+  constructor(name: string, seq: number, next: (Edge | null)[], numOutputs: number, fn: BackwardFn, autograd: Autograd, frame: CheckpointFrame, start: number, count: number) {
+    super(seq, next, numOutputs);
+    this.name = name;
+    this.fn = fn;
+    this.autograd = autograd;
+    this.frame = frame;
+    this.start = start;
+    this.count = count;
+  }
+
+  apply(grads: (Tensor | null)[]): (Tensor | null)[] {
+    const { frame, start, count } = this;
+    const device = this.autograd.device;
+    if (count > 0 && !frame.recomputed) this.autograd.recompute(frame);
+    const result = this.fn(grads);
+    // unpack_hook hands the recomputed tensors over (the frame drops its handle): they die with apply's
+    // locals, before the engine's validate_outputs (measured on the H100).
+    for (let i = start; i < start + count; i++) {
+      device.release(frame.stored[i]);
+      frame.stored[i] = null;
+    }
+    return result;
+  }
+
+  releaseVariables(): void {
+    if (this.released || this.count === 0) return;
+    this.released = true;
+    if (--this.frame.liveHolderNodes === 0) this.frame.die(this.autograd.device); // the input saver goes with the frame
+  }
+}
+
+/** A view's node (`ViewBackward0`, `TBackward0`, ...): the gradient reshaped to the input's shape, a view of it. */
+class ViewBackward extends Node {
+  readonly name: string;
+  private readonly inputShape: readonly number[];
+  private readonly device: CudaDevice;
+
+  constructor(name: string, seq: number, next: (Edge | null)[], inputShape: readonly number[], device: CudaDevice) {
+    super(seq, next, 1);
+    this.name = name;
+    this.inputShape = inputShape;
+    this.device = device;
+  }
+
+  apply([grad]: (Tensor | null)[]): (Tensor | null)[] {
+    return [grad ? this.device.view(grad, this.inputShape) : null];
+  }
+
+  releaseVariables(): void {}
+}
+
+/** `AccumulateGrad`: a leaf's node, which makes or adds into its `.grad`. */
+class AccumulateGrad extends Node {
+  private readonly param: Parameter;
+  private readonly device: CudaDevice;
+
+  constructor(param: Parameter, device: CudaDevice) {
+    // sequence_nr UINT64_MAX: runs as soon as it is ready
+    super(Number.MAX_SAFE_INTEGER, [], 1);
+    this.param = param;
+    this.device = device;
+  }
+
+  get name(): string {
+    return `AccumulateGrad(${this.param.name})`;
+  }
+
+  apply([grad]: (Tensor | null)[]): (Tensor | null)[] {
+    // The engine drops `grad` (its InputBuffer slot) after this returns.
+    if (!grad) return [];
+    const { param, device } = this;
+    if (param.grad === null) {
+      // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
+      if (device.useCount(grad) <= 1) {
+        param.grad = device.ref(grad);
+        device.rename(grad.storage, `${param.name}.grad`, 'gradient');
+      } else {
+        param.grad = device.empty(param.tensor.shape, param.tensor.dtype, `${param.name}.grad`, 'gradient');
+      }
+    }
+    // else: variable_grad += new_grad, in place
+    return [];
+  }
+
+  releaseVariables(): void {}
 }
 
 export class Parameter {
@@ -49,33 +206,7 @@ export class Parameter {
     this.tensor = tensor;
     tensor.requiresGrad = true;
     tensor.leaf = this;
-    const param = this;
-    this.accumulateGrad = {
-      name: `AccumulateGrad(${name})`,
-      seq: Number.MAX_SAFE_INTEGER, // sequence_nr UINT64_MAX: runs as soon as it is ready
-      next: [],
-      inputShapes: [tensor.shape],
-      numOutputs: 1,
-      apply([grad]) {
-        // The engine drops `grad` (its InputBuffer slot) after this returns.
-        if (!grad) return [];
-        if (param.grad === null) {
-          // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
-          if (device.useCount(grad) <= 1) {
-            param.grad = device.ref(grad);
-            device.rename(grad.storage, `${name}.grad`, 'gradient');
-          } else {
-            param.grad = device.empty(param.tensor.shape, param.tensor.dtype, `${name}.grad`, 'gradient');
-          }
-        }
-        // else: variable_grad += new_grad, in place
-        return [];
-      },
-      releaseVariables() {},
-      deps: 0,
-      buffer: null,
-      epoch: 0,
-    };
+    this.accumulateGrad = new AccumulateGrad(this, device);
   }
 }
 
@@ -136,7 +267,7 @@ export class Autograd {
   private recomputing: CheckpointFrame | null = null;
   /** `torch.no_grad()`: nothing is recorded. */
   gradMode = true;
-  private readonly device: CudaDevice;
+  readonly device: CudaDevice;
 
   constructor(device: CudaDevice) {
     this.device = device;
@@ -145,7 +276,18 @@ export class Autograd {
   /** Does any input need a gradient (so that the op records a node)? */
   needsGrad(inputs: readonly (Tensor | null)[]): boolean {
     if (!this.gradMode) return false;
-    return inputs.some((t) => t !== null && (t.gradFn !== null || t.requiresGrad));
+    for (let i = 0; i < inputs.length; i++) {
+      const t = inputs[i];
+      if (t && (t.gradFn !== null || t.requiresGrad)) return true;
+    }
+    return false;
+  }
+
+  /** The recomputation's pack hook: each saved tensor stored for the node of the original forward. */
+  private pack(recomputing: CheckpointFrame, outputs: readonly Tensor[], saved: readonly Tensor[]): void {
+    for (let i = 0; i < saved.length; i++) recomputing.stored[recomputing.packed++] = this.device.escape(saved[i]!);
+    for (let i = 0; i < outputs.length; i++) outputs[i]!.requiresGrad = true;
+    if (recomputing.packed >= recomputing.holders) throw new StopRecomputation();
   }
 
   /**
@@ -165,10 +307,10 @@ export class Autograd {
   }
 
   /** The edge an input's gradient flows along. */
-  private edge(t: Tensor | null): { node: Node; slot: number } | null {
+  private edge(t: Tensor | null): Edge | null {
     if (!t) return null;
-    if (t.gradFn) return { node: t.gradFn, slot: t.outputSlot };
-    if (t.requiresGrad && t.leaf) return { node: t.leaf.accumulateGrad, slot: 0 };
+    if (t.gradFn) return t.gradFn.edgeTo(t.outputSlot, t);
+    if (t.requiresGrad && t.leaf) return t.leaf.accumulateGrad.edgeTo(0, t);
     return null;
   }
 
@@ -177,92 +319,41 @@ export class Autograd {
    * Returns false (and records nothing) when no input needs a gradient: the caller then releases `saved`.
    */
   record(name: string, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[], saved: readonly Tensor[], apply: BackwardFn): boolean {
+    const device = this.device;
     if (!this.needsGrad(inputs)) {
-      for (const t of saved) this.device.release(t);
+      for (let i = 0; i < saved.length; i++) device.release(saved[i]);
       return false;
     }
-    const device = this.device;
-    const recomputing = this.recomputing;
-    if (recomputing) {
-      // The pack hook of the recomputation stores each saved tensor for the node of the original forward.
-      for (const t of saved) recomputing.stored[recomputing.packed++] = device.escape(t);
-      for (const t of outputs) t.requiresGrad = true;
-      if (recomputing.packed >= recomputing.holders) throw new StopRecomputation();
+    if (this.recomputing) {
+      this.pack(this.recomputing, outputs, saved);
       return true;
     }
+    const n = inputs.length;
+    const next = new Array<Edge | null>(n); // a hot path: a loop, not map
+    for (let i = 0; i < n; i++) next[i] = this.edge(inputs[i] ?? null);
+    const seq = this.sequenceNr++;
     const frame = this.frame;
-    if (frame) return this.recordInFrame(frame, name, inputs, outputs, saved, apply);
-    let released = false;
-    this.attach(name, inputs, outputs, apply, () => {
-      if (released) return;
-      released = true;
-      for (const t of saved) device.release(t);
-    });
-    return true;
-  }
-
-  /** Makes the node and sets it as grad_fn of the outputs. */
-  private attach(name: string, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[], apply: BackwardFn, releaseVariables: () => void): void {
-    const node: Node = {
-      name,
-      seq: this.sequenceNr++,
-      next: inputs.map((t) => this.edge(t)),
-      inputShapes: inputs.map((t) => (t ? t.shape : [])),
-      inputDTypes: inputs.map((t) => (t ? t.dtype : null)),
-      numOutputs: outputs.length,
-      apply,
-      releaseVariables,
-      deps: 0,
-      buffer: null,
-      epoch: 0,
-    };
-    outputs.forEach((t, i) => {
+    let node: Node;
+    if (frame) {
+      const start = frame.holders;
+      const count = saved.length;
+      frame.holders += count;
+      for (let i = 0; i < count; i++) device.release(saved[i]); // the pack hook keeps a holder, not the tensor
+      if (count > 0) frame.liveHolderNodes++;
+      node = new CheckpointedNode(name, seq, next, outputs.length, apply, this, frame, start, count);
+    } else {
+      node = new FunctionNode(name, seq, next, outputs.length, apply, saved, device);
+    }
+    for (let i = 0; i < outputs.length; i++) {
+      const t = outputs[i]!;
       t.gradFn = node;
       t.outputSlot = i;
-    });
-  }
-
-  private recordInFrame(
-    frame: CheckpointFrame,
-    name: string,
-    inputs: readonly (Tensor | null)[],
-    outputs: readonly Tensor[],
-    saved: readonly Tensor[],
-    apply: BackwardFn,
-  ): boolean {
-    const device = this.device;
-    const start = frame.holders;
-    const count = saved.length;
-    frame.holders += count;
-    for (const t of saved) device.release(t); // the pack hook keeps a holder, not the tensor
-    if (count > 0) frame.liveHolderNodes++;
-    let released = false;
-    this.attach(
-      name,
-      inputs,
-      outputs,
-      (grads) => {
-        if (count > 0 && !frame.recomputed) this.recompute(frame);
-        const result = apply(grads);
-        // unpack_hook hands the recomputed tensors over (the frame drops its handle): they die with apply's
-        // locals, before the engine's validate_outputs (measured on the H100).
-        for (let i = start; i < start + count; i++) {
-          device.release(frame.stored[i]);
-          frame.stored[i] = null;
-        }
-        return result;
-      },
-      () => {
-        if (released || count === 0) return;
-        released = true;
-        if (--frame.liveHolderNodes === 0) frame.die(device); // the input saver goes with the frame
-      },
-    );
+    }
     return true;
   }
 
   /** Re-runs a checkpointed region to recompute its saved tensors (`unpack_hook` -> `recompute_fn`). */
-  private recompute(frame: CheckpointFrame): void {
+  recompute(frame: CheckpointFrame): void {
     const device = this.device;
     frame.recomputed = true;
     const previousGradMode = this.gradMode;
@@ -347,12 +438,20 @@ export class Autograd {
 
   /**
    * A view op whose backward only reshapes the gradient (`t()`, `view`, `transpose`): no memory, but a node of
-   * its own, which changes the order the engine runs things in.
+   * its own, which changes the order the engine runs things in. Two in five nodes of a transformer are these:
+   * `record` without its arrays and closure (a view saves nothing, so the node is the same inside a checkpointed
+   * region).
    */
   view(name: string, t: Tensor, shape: readonly number[] = t.shape): Tensor {
     const out = this.device.view(t, shape);
-    const device = this.device;
-    this.record(name, [t], [out], [], ([grad]) => [grad ? device.view(grad, t.shape) : null]);
+    if (!this.gradMode || (t.gradFn === null && !t.requiresGrad)) return out; // needsGrad([t])
+    if (this.recomputing) {
+      this.pack(this.recomputing, [out], NO_TENSORS);
+      return out;
+    }
+    const node = new ViewBackward(name, this.sequenceNr++, [this.edge(t)], t.shape, this.device);
+    out.gradFn = node;
+    out.outputSlot = 0;
     return out;
   }
 
@@ -399,16 +498,17 @@ export class Autograd {
       // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
       for (let i = 0; i < outputs.length; i++) {
         const g = outputs[i];
-        if (!g || !node.next[i]) continue;
-        const shape = node.inputShapes[i];
-        if (shape && numel(g.shape) !== numel(shape)) {
-          const reduced = device.sumTo(g, shape, `sum_to in ${node.name}`);
+        const e = node.next[i];
+        if (!g || !e) continue;
+        // (most gradients are made with their input's own shape array: no need to count its elements)
+        if (g.shape !== e.shape && numel(g.shape) !== numel(e.shape)) {
+          const reduced = device.sumTo(g, e.shape, `sum_to in ${node.name}`);
           device.release(g);
           outputs[i] = reduced;
         }
-        const dtype = node.inputDTypes?.[i];
+        const dtype = e.dtype;
         const h = outputs[i]!;
-        if (dtype && h.dtype !== dtype) {
+        if (h.dtype !== dtype) {
           const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
           device.release(h);
           outputs[i] = converted;
