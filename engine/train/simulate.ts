@@ -27,7 +27,7 @@ import type { DType } from '../tensor/dtype.ts';
 import { nbytes, type Storage, type Tensor } from '../tensor/tensor.ts';
 import { Optimizer } from './optimizer.ts';
 import { GradScaler } from './grad-scaler.ts';
-import { steadyStateKey } from './steady-state.ts';
+import { SteadyStates, allocatorState } from './steady-state.ts';
 import { LIMITS } from '../plan/limits.ts';
 import { BothRecorders, StepProgram, StepRecorder } from './step-replay.ts';
 import { RecordedRun, keepRecordedRun, programKey, recordedRun } from './run-replay.ts';
@@ -251,7 +251,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     let secondStep: SecondStepProgram | null = null;
     let secondStepReplayed = false;
     let previousStepStartEvent = 0;
-    const stateAfter = new Map<string, number>();
+    const stateAfter = new SteadyStates();
     let repeated = false;
     // The steps past the plan's own stop at the work limit too: the plan was admitted for its own steps
     // (estimateWork), and a step costs about what the last one did.
@@ -390,9 +390,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       result.incomplete = false;
       lastStepEvents = cuda.events - eventsBefore;
       if (untilSteady && canRepeat && step >= firstRepeatable) {
-        const key = steadyStateKey(allocator, deviceMemory, cuda.convPlans);
-        repeated = stateAfter.has(key);
-        stateAfter.set(key, step);
+        repeated = stateAfter.repeats(allocatorState(allocator, deviceMemory, cuda.convPlans));
       }
     }
     if (untilSteady && !repeated) unsettled = { steps: steps.length, reason: !canRepeat ? 'garbage_collection' : steps.length >= kMaxSteps ? 'max_steps' : 'work_limit' };

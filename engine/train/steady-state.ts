@@ -28,12 +28,30 @@ import type { Block } from '../allocator/block.ts';
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import type { SimulatedDevice } from '../allocator/device-memory.ts';
 
+/** A block's state in `AllocatorState.numbers`. */
+const kFree = 0;
+const kPendingFree = 1;
+const kAllocated = 2;
+
 /**
- * Everything that decides the next step's allocations, as one string (equal strings: equal futures): the
- * segments of `allocator.segments()` in address order, each block's address, size and state, read straight from
- * the blocks (this runs after every step).
+ * Everything that decides the next step's allocations (Note [Steady state]): the device's address space and the
+ * cuDNN plans as text (short), and the segments of `allocator.segments()` in address order as numbers, read
+ * straight from the blocks: per segment its address, stream, pool (1: small), whether expandable (1) and its
+ * number of mapped blocks, then per block its address, size, state (free, pending free, allocated) and requested
+ * size (0 unless allocated). Equal states: equal futures. This runs after every step: numbers, not a string of
+ * every block, are what it builds.
  */
-export function steadyStateKey(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): string {
+export interface AllocatorState {
+  readonly addressSpace: string;
+  /** The cached plans by key, as `key=size,size` joined by spaces. */
+  readonly convPlans: string;
+  readonly numbers: Float64Array;
+}
+
+/** Numbers collected for one state (grown as needed; one state is read at a time). */
+let scratch = new Float64Array(4096);
+
+export function allocatorState(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): AllocatorState {
   const segments: { address: number; head: Block }[] = [];
   for (const head of allocator.segmentHeads()) {
     let first: Block | null = head;
@@ -41,14 +59,88 @@ export function steadyStateKey(allocator: CachingAllocator, device: SimulatedDev
     if (first) segments.push({ address: first.ptr, head });
   }
   segments.sort((a, b) => a.address - b.address);
-  const parts: string[] = [device.addressSpaceKey()];
+  let out = scratch;
+  let n = 0;
+  const put = (x: number) => {
+    if (n === out.length) {
+      const grown = new Float64Array(2 * out.length);
+      grown.set(out);
+      out = scratch = grown;
+    }
+    out[n++] = x;
+  };
   for (const { address, head } of segments) {
-    parts.push(`S${address}:${head.stream}:${head.pool.isSmall ? 'small' : 'large'}:${head.expandableSegment !== null ? 'e' : ''}`);
+    put(address);
+    put(head.stream);
+    put(head.pool.isSmall ? 1 : 0);
+    put(head.expandableSegment !== null ? 1 : 0);
+    const countAt = n;
+    put(0);
+    let count = 0;
     for (let b: Block | null = head; b; b = b.next) {
       if (!b.mapped) continue;
-      parts.push(`${b.ptr}+${b.size}${b.allocated ? `a${b.requestedSize}` : allocator.isPendingFree(b) ? 'p' : ''}`);
+      count++;
+      put(b.ptr);
+      put(b.size);
+      put(b.allocated ? kAllocated : allocator.isPendingFree(b) ? kPendingFree : kFree);
+      put(b.allocated ? b.requestedSize : 0);
+    }
+    out[countAt] = count;
+  }
+  const plans = convPlans.size === 0 ? '' : [...convPlans].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, sizes]) => `${key}=${sizes.join(',')}`).join(' ');
+  return { addressSpace: device.addressSpaceKey(), convPlans: plans, numbers: out.slice(0, n) };
+}
+
+/** The state as one string (equal strings: equal states); the tests read it. */
+export function steadyStateKey(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): string {
+  const { addressSpace, convPlans: plans, numbers } = allocatorState(allocator, device, convPlans);
+  const parts: string[] = [addressSpace];
+  for (let i = 0; i < numbers.length; ) {
+    parts.push(`S${numbers[i]}:${numbers[i + 1]}:${numbers[i + 2] === 1 ? 'small' : 'large'}:${numbers[i + 3] === 1 ? 'e' : ''}`);
+    const count = numbers[i + 4]!;
+    i += 5;
+    for (let k = 0; k < count; k++, i += 4) {
+      const state = numbers[i + 2];
+      parts.push(`${numbers[i]}+${numbers[i + 1]}${state === kAllocated ? `a${numbers[i + 3]}` : state === kPendingFree ? 'p' : ''}`);
     }
   }
-  for (const [key, sizes] of [...convPlans].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) parts.push(`${key}=${sizes.join(',')}`);
+  if (plans !== '') parts.push(plans);
   return parts.join(' ');
+}
+
+/** The states steps ended in, to tell when one repeats (Note [Steady state]). */
+export class SteadyStates {
+  private readonly byHash = new Map<number, AllocatorState[]>();
+
+  /** Keeps the state; whether an earlier step ended in the same one. */
+  repeats(state: AllocatorState): boolean {
+    const hash = hashOf(state.numbers);
+    const same = this.byHash.get(hash);
+    if (!same) {
+      this.byHash.set(hash, [state]);
+      return false;
+    }
+    if (same.some((s) => equalStates(s, state))) return true;
+    same.push(state);
+    return false;
+  }
+}
+
+function equalStates(a: AllocatorState, b: AllocatorState): boolean {
+  if (a.addressSpace !== b.addressSpace || a.convPlans !== b.convPlans || a.numbers.length !== b.numbers.length) return false;
+  const x = a.numbers;
+  const y = b.numbers;
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
+
+/** FNV-1a over the numbers' low and high 32 bits (addresses pass 2^32). */
+function hashOf(numbers: Float64Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < numbers.length; i++) {
+    const x = numbers[i]!;
+    h = Math.imul(h ^ (x | 0), 0x01000193);
+    h = Math.imul(h ^ ((x / 4294967296) | 0), 0x01000193);
+  }
+  return h;
 }
