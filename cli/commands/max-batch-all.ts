@@ -3,7 +3,8 @@
  * GPU to rent for a plan, and which ones it does not fit at all. Each GPU is searched as `--gpu ID` would search
  * it (the same plan, overrides and cap flags), without the advice (one search per change and GPU).
  */
-import { InputError, RESULT_SCHEMA_VERSION, caveatsSchema, findMaxBatch, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
+import { InputError, RESULT_SCHEMA_VERSION, caveatsSchema, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
+import { EngineWorkers } from '../engine-workers.ts';
 import { gpuCatalog } from '../gpus.ts';
 import { placePlan, readPlanWithOverrides, type GpuChoice } from '../plan-options.ts';
 import { z } from 'zod';
@@ -45,21 +46,29 @@ function table(file: string, rows: Row[]): string {
   return lines.join('\n') + '\n';
 }
 
-export function maxBatchOnEveryGpu(
+export async function maxBatchOnEveryGpu(
   file: string,
   values: Record<string, string | boolean | (string | boolean)[] | undefined>,
   choice: GpuChoice,
   options: { safetyMargin: number | undefined; multipleOf: number | undefined; json: boolean },
-): string {
+): Promise<string> {
   if (choice.limitBytes !== undefined) {
     throw new InputError(choice.limitFlag!, 'a byte cap describes one GPU; with --gpu all, cap each GPU with --memory-fraction F instead');
   }
   const base = readPlanWithOverrides(file, values);
-  const rows: Row[] = gpuCatalog().gpus.map((gpu) => {
+  const searches = gpuCatalog().gpus.map((gpu) => {
     const { plan, device } = placePlan({ ...base, gpu: { name: gpu.id } }, { ...choice, gpu: gpu.id });
-    const r = findMaxBatch(plan, { device, safetyMargin: options.safetyMargin, multipleOf: options.multipleOf });
-    return { ...r, plan_name: r.plan_name || file };
+    return { plan, options: { device, safetyMargin: options.safetyMargin, multipleOf: options.multipleOf } };
   });
+  // one search per GPU on each core (cli/engine-workers.ts)
+  const workers = new EngineWorkers();
+  let results: MaxBatchResult[];
+  try {
+    results = await workers.maxBatchEach(searches);
+  } finally {
+    await workers.close();
+  }
+  const rows: Row[] = results.map((r) => ({ ...r, plan_name: r.plan_name || file }));
   rows.sort((a, b) => b.max_batch - a.max_batch || b.cap_bytes - a.cap_bytes);
   if (!options.json) return table(file, rows);
   return stringifyResult({ schema_version: RESULT_SCHEMA_VERSION, kind: 'max_batch_all_gpus', plan_name: rows[0]?.plan_name ?? file, results: rows }) + '\n';

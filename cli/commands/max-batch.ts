@@ -1,6 +1,6 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, findMaxBatch, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
-import { AdviceWorkers } from '../advice-workers.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -74,15 +74,15 @@ async function run(args: string[]): Promise<void> {
   const multipleOf = parsePositiveInteger('--multiple-of', values['multiple-of'] as string | undefined);
   const choice = gpuChoice(values);
   if (choice.gpu?.trim().toLowerCase() === 'all') {
-    process.stdout.write(maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, json: values.json === true }));
+    process.stdout.write(await maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, json: values.json === true }));
     return;
   }
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
-  const workers = new AdviceWorkers(); // they load the engine while this thread searches
+  const workers = new EngineWorkers();
   let r: MaxBatchResult;
   let advice: AdviceResult;
   try {
-    r = findMaxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
+    r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
     advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();

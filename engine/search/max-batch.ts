@@ -29,6 +29,30 @@ export interface MaxBatchOptions {
   untilSteady?: boolean;
   /** The catalog's GPUs: when nothing fits, which of them batch 1 fits on (`needed.fits_on`). */
   catalog?: readonly DeviceSpec[];
+  /**
+   * Where a trial's outcome comes from (default: `simulateTrial` here): a host that simulated it elsewhere
+   * (Note [Searching on every core]).
+   */
+  trialOutcome?: (batch: number) => TrialOutcome;
+}
+
+/** What a trial's simulation tells the search: the trial, and whether its cuDNN workspaces were all measured. */
+export type TrialOutcome = Omit<Trial, 'index'> & { conv_workspaces_estimated: boolean };
+
+/** The simulation a search runs for one batch: peaks only, every step to steady state unless told otherwise. */
+export function simulateTrial(plan: Plan, batch: number, options: Pick<MaxBatchOptions, 'device' | 'untilSteady'>): TrialOutcome {
+  const r = simulate(
+    { ...plan, training: { ...plan.training, batch_size: batch } },
+    { device: options.device, timelinePoints: 0, peakDetails: false, untilSteady: options.untilSteady, neededOnOom: false },
+  );
+  return {
+    batch,
+    fits: r.oom === null,
+    peak_allocated_bytes: r.peak_allocated_bytes,
+    peak_reserved_bytes: r.peak_reserved_bytes,
+    oom: r.oom,
+    conv_workspaces_estimated: r.caveats?.items.some((c) => c.id === 'conv_workspaces_estimated') ?? false,
+  };
 }
 
 /** Batches above a fitting one that must run out before it is the answer (as the boundary suite verifies it). */
@@ -58,12 +82,9 @@ function trialsOf(plan: Plan, options: MaxBatchOptions): Trials {
   const byBatch = new Map<number, Trial>();
   const estimatedWorkspaces = new Set<number>();
   const run = (batch: number): Trial => {
-    const r = simulate(
-      { ...plan, training: { ...plan.training, batch_size: batch } },
-      { device: options.device, timelinePoints: 0, peakDetails: false, untilSteady: options.untilSteady, neededOnOom: false },
-    );
-    const trial: Trial = { index: trials.length + 1, batch, fits: r.oom === null, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: r.oom };
-    if (r.caveats?.items.some((c) => c.id === 'conv_workspaces_estimated')) estimatedWorkspaces.add(batch);
+    const { conv_workspaces_estimated: estimated, ...outcome } = options.trialOutcome ? options.trialOutcome(batch) : simulateTrial(plan, batch, options);
+    const trial: Trial = { index: trials.length + 1, ...outcome };
+    if (estimated) estimatedWorkspaces.add(batch);
     trials.push(trial);
     byBatch.set(batch, trial);
     return trial;
@@ -306,28 +327,27 @@ export function largestBatch(plan: Plan, options: MaxBatchOptions, start?: Searc
   }
 }
 
+/** What the trials of a search decide: the largest batch, the recommendation and why. */
+interface Decided {
+  good: number;
+  recommended: number;
+  reason: Recommendation['reason_id'];
+}
+
 /** Searches the largest batch, yielding each trial as it finishes; returns the result. */
 export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator<Trial, MaxBatchResult, void> {
+  const search = trialsOf(plan, options);
+  const decided = yield* decide(plan, options, search);
+  return resultOf(plan, options, search, decided);
+}
+
+/** The trials of the search, and what they decide (the largest batch, the recommendation). */
+function* decide(plan: Plan, options: MaxBatchOptions, search: Trials): Generator<Trial, Decided, void> {
   const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
   const multipleOf = Math.max(1, Math.floor(options.multipleOf ?? 1));
-  const upper = options.maxBatch ?? 1 << 26;
-  const cap = capBytes(plan, options.device);
-  const search = trialsOf(plan, options);
-  const { trials, byBatch, run } = search;
+  const { trials, byBatch, run, cap } = search;
   const good = yield* searchLargest(options, search);
-  /** Failing batches below the largest that fits, among the trials so far, and the fitting ones above the first. */
-  const unstableRegion = (): UnstableRegion | null => {
-    const failingBelow = trials.filter((t) => !t.fits && t.batch < good).map((t) => t.batch).sort((a, b) => a - b);
-    return failingBelow.length
-      ? {
-          from_batch: failingBelow[0]!,
-          to_batch: good,
-          failing_batches: failingBelow,
-          fitting_batches: trials.filter((t) => t.fits && t.batch > failingBelow[0]! && t.batch <= good).map((t) => t.batch).sort((a, b) => a - b),
-        }
-      : null;
-  };
-  const unstable = unstableRegion();
+  const unstable = unstableRegionOf(trials, good);
   // The recommendation: the largest tried batch that fits with the margin to spare, below any failing batch,
   // refined by bisection.
   const stableBelow = unstable ? unstable.from_batch : good + 1;
@@ -375,6 +395,28 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     }
   }
   if (recommended === 0 && good > 0) recommended = good;
+  return { good, recommended, reason };
+}
+
+/** Failing batches below the largest that fits, among the trials, and the fitting ones above the first of them. */
+function unstableRegionOf(trials: readonly Trial[], good: number): UnstableRegion | null {
+  const failingBelow = trials.filter((t) => !t.fits && t.batch < good).map((t) => t.batch).sort((a, b) => a - b);
+  return failingBelow.length
+    ? {
+        from_batch: failingBelow[0]!,
+        to_batch: good,
+        failing_batches: failingBelow,
+        fitting_batches: trials.filter((t) => t.fits && t.batch > failingBelow[0]! && t.batch <= good).map((t) => t.batch).sort((a, b) => a - b),
+      }
+    : null;
+}
+
+/** The search's result from what its trials decided: what limits the batch, what a plan that fits nowhere needs. */
+function resultOf(plan: Plan, options: MaxBatchOptions, search: Trials, { good, recommended, reason }: Decided): MaxBatchResult {
+  const margin = options.safetyMargin ?? DEFAULT_SAFETY_MARGIN;
+  const multipleOf = Math.max(1, Math.floor(options.multipleOf ?? 1));
+  const upper = options.maxBatch ?? 1 << 26;
+  const { trials, byBatch, cap } = search;
   const recommendedTrial = byBatch.get(recommended);
   // What limits the batch: the largest batch that fits, simulated once more with what is live at its peak.
   const best = good > 0 ? simulate({ ...plan, training: { ...plan.training, batch_size: good } }, { device: options.device, timelinePoints: 0, untilSteady: options.untilSteady }) : null;
@@ -400,7 +442,7 @@ export function* searchMaxBatch(plan: Plan, options: MaxBatchOptions): Generator
     limited_by: best ? { step: best.peak_at.step, phase: best.peak_at.phase, largest: best.largest_at_peak.slice(0, 5) } : null,
     // The trials the recommendation ran can find a failing batch below the largest too (Gemma 3 under 32 GiB: 7
     // runs out between 6 and 8): the region reported is over every trial.
-    unstable_region: unstableRegion(),
+    unstable_region: unstableRegionOf(trials, good),
     needed: good === 0 ? needed(plan, options) : null,
     // what the answer assumes, the answer's own simulation included
     caveats: caveatsFor(good > 0 ? { ...plan, training: { ...plan.training, batch_size: good } } : plan, options.device, { convWorkspacesEstimated: search.estimatedWorkspaces.has(good) }),
@@ -425,6 +467,105 @@ function needed(plan: Plan, options: MaxBatchOptions): Needed {
     if (r.oom === null) fitsOn.push({ id: device.id ?? '', name: device.name, available_bytes: available });
   }
   return { ...need, fits_on: fitsOn };
+}
+
+/*
+ * Note [Searching on every core]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * A search is a path of trials, each decided by the outcomes before it; a trial's outcome depends on its plan and
+ * batch only (a simulation). So a host with idle cores can simulate ahead the trials the path will likely need,
+ * and hand the search every outcome it has: the path, and with it the answer, the trials reported and their order,
+ * is the one `searchMaxBatch` takes alone (`nextTrial` walks it with the outcomes known; a batch simulated ahead
+ * that the path never reaches is dropped). `likelyTrials` guesses what comes next: it walks on past the next
+ * trial with its outcome guessed both ways, each guess weighted by the line through the fitting trials' peak
+ * reserved memory (fits when it stays under the cap; before two fitting trials, growing batches are taken to fit),
+ * and lists the batches the likeliest paths reach first. A wrong guess costs a core's time, never an answer.
+ */
+
+/** A host's trialOutcome has no outcome for this batch yet: the walk stops there. */
+class NotYetSimulated {
+  readonly batch: number;
+  constructor(batch: number) {
+    this.batch = batch;
+  }
+}
+
+/** The next batch the search needs given the outcomes known (null: the trials known decide the search). */
+export function nextTrial(plan: Plan, options: MaxBatchOptions, known: ReadonlyMap<number, TrialOutcome>): number | null {
+  const trialOutcome = (batch: number) => {
+    const outcome = known.get(batch);
+    if (!outcome) throw new NotYetSimulated(batch);
+    return outcome;
+  };
+  const steps = decide(plan, options, trialsOf(plan, { ...options, trialOutcome }));
+  try {
+    while (!steps.next().done);
+    return null;
+  } catch (error) {
+    if (error instanceof NotYetSimulated) return error.batch;
+    throw error;
+  }
+}
+
+/** How likely a guessed outcome is when the line through the fitting trials predicts it (else the other). */
+const kPredicted = 0.7;
+
+/**
+ * Up to `count` batches the search will likely need after those known (Note [Searching on every core]), likeliest
+ * first, leaving out those in `skip` (simulated or being simulated).
+ */
+export function likelyTrials(plan: Plan, options: MaxBatchOptions, known: ReadonlyMap<number, TrialOutcome>, count: number, skip: ReadonlySet<number>): number[] {
+  const cap = capBytes(plan, options.device);
+  const chosen: number[] = [];
+  const frontier: { known: Map<number, TrialOutcome>; likelihood: number }[] = [{ known: new Map(known), likelihood: 1 }];
+  for (let walks = 0; frontier.length > 0 && chosen.length < count && walks < 4 * count + 8; walks++) {
+    let best = 0;
+    for (let i = 1; i < frontier.length; i++) if (frontier[i]!.likelihood > frontier[best]!.likelihood) best = i;
+    const path = frontier.splice(best, 1)[0]!;
+    const batch = nextTrial(plan, options, path.known);
+    if (batch === null) continue;
+    if (!skip.has(batch) && !chosen.includes(batch)) chosen.push(batch);
+    const predicted = guessFits(path.known, batch, cap);
+    for (const fits of [true, false]) {
+      frontier.push({ known: new Map(path.known).set(batch, guessOutcome(path.known, batch, fits)), likelihood: path.likelihood * (fits === predicted ? kPredicted : 1 - kPredicted) });
+    }
+  }
+  return chosen;
+}
+
+/** The two fitting trials nearest a batch (for a line through their peaks), or fewer. */
+function nearestFitting(known: ReadonlyMap<number, TrialOutcome>, batch: number): TrialOutcome[] {
+  return [...known.values()].filter((t) => t.fits).sort((a, b) => Math.abs(a.batch - batch) - Math.abs(b.batch - batch)).slice(0, 2);
+}
+
+/** Whether a batch likely fits: under the cap on the line through the fitting trials' peak reserved memory. */
+function guessFits(known: ReadonlyMap<number, TrialOutcome>, batch: number, cap: number): boolean {
+  const [a, b] = nearestFitting(known, batch);
+  if (!a || !b || a.batch === b.batch) {
+    // Before a line: batches up to a failing one's fit, growing ones too.
+    for (const t of known.values()) if (!t.fits && t.batch <= batch) return false;
+    return true;
+  }
+  const slope = (b.peak_reserved_bytes - a.peak_reserved_bytes) / (b.batch - a.batch);
+  return a.peak_reserved_bytes + slope * (batch - a.batch) <= cap;
+}
+
+/** A guessed outcome: its peaks on the line through the nearest fitting trials (a guess steers only what runs ahead). */
+function guessOutcome(known: ReadonlyMap<number, TrialOutcome>, batch: number, fits: boolean): TrialOutcome {
+  const [a, b] = nearestFitting(known, batch);
+  const at = (peak: (t: TrialOutcome) => number) => {
+    if (!a) return 0;
+    if (!b || a.batch === b.batch) return peak(a);
+    return Math.max(0, peak(a) + ((peak(b) - peak(a)) / (b.batch - a.batch)) * (batch - a.batch));
+  };
+  return {
+    batch,
+    fits,
+    peak_allocated_bytes: Math.round(at((t) => t.peak_allocated_bytes)),
+    peak_reserved_bytes: Math.round(at((t) => t.peak_reserved_bytes)),
+    oom: fits ? null : { message: 'guessed', step: 1, phase: 'forward' },
+    conv_workspaces_estimated: false,
+  };
 }
 
 /** The whole search at once (the CLI, tests); `onTrial` hears each trial as it finishes. */

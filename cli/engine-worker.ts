@@ -1,0 +1,60 @@
+/**
+ * A worker thread of the CLI (cli/engine-workers.ts): runs one job at a time (a variant advice tries, one trial of
+ * a search, a whole search) as the main thread would, and posts back what it gives.
+ */
+import * as nodeModule from 'node:module';
+import { parentPort } from 'node:worker_threads';
+import { adviseVariant, findMaxBatch, simulateTrial, type AdviceEvent, type AdviceSetup, type DeviceSpec, type MaxBatchOptions, type MaxBatchResult, type Plan, type TrialOutcome, type Variant } from '../engine/index.ts';
+import { convWorkspaceData } from './gpus.ts';
+
+nodeModule.enableCompileCache?.(); // Note [Compile cache] (cli/memplan.ts): this thread loads the engine again
+
+/** A device as it crosses threads: without its convolution table, which each thread reads from disk once. */
+export type PortableDevice = Omit<DeviceSpec, 'conv_workspaces'> & { conv_table: boolean };
+
+/** Search options as they cross threads. */
+export type PortableSearchOptions = Omit<MaxBatchOptions, 'device' | 'catalog' | 'trialOutcome'> & { device: PortableDevice; catalog?: PortableDevice[] };
+
+export type Job =
+  | { kind: 'variant'; setup: AdviceSetup; variant: Variant; device: PortableDevice }
+  | { kind: 'trial'; plan: Plan; batch: number; options: PortableSearchOptions }
+  | { kind: 'search'; plan: Plan; options: PortableSearchOptions };
+
+/** What each job gives. */
+export interface JobResults {
+  variant: AdviceEvent;
+  trial: TrialOutcome;
+  search: MaxBatchResult;
+}
+
+/** What comes back: the job's result, or the error that stopped it (an internal error: exit 1). */
+export type Reply = { result: JobResults[Job['kind']] } | { error: string };
+
+export function portableDevice(device: DeviceSpec): PortableDevice {
+  const { conv_workspaces: table, ...rest } = device;
+  return { ...rest, conv_table: table !== null && table !== undefined };
+}
+
+export function deviceOf({ conv_table: table, ...rest }: PortableDevice): DeviceSpec {
+  return { ...rest, conv_workspaces: table ? convWorkspaceData() : null };
+}
+
+function searchOptions({ device, catalog, ...rest }: PortableSearchOptions): MaxBatchOptions {
+  return { ...rest, device: deviceOf(device), ...(catalog ? { catalog: catalog.map(deviceOf) } : {}) };
+}
+
+function run(job: Job): JobResults[Job['kind']] {
+  if (job.kind === 'variant') return adviseVariant(job.setup, job.variant, deviceOf(job.device));
+  if (job.kind === 'trial') return simulateTrial(job.plan, job.batch, searchOptions(job.options));
+  return findMaxBatch(job.plan, searchOptions(job.options));
+}
+
+parentPort?.on('message', (job: Job) => {
+  let reply: Reply;
+  try {
+    reply = { result: run(job) };
+  } catch (error) {
+    reply = { error: error instanceof Error ? (error.stack ?? error.message) : String(error) };
+  }
+  parentPort!.postMessage(reply);
+});

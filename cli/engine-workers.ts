@@ -1,0 +1,169 @@
+/**
+ * The CLI on every core: worker threads (cli/engine-worker.ts), as many as the machine has cores
+ * (`os.availableParallelism()`), for the work whose parts are independent simulations:
+ * - `memplan max-batch`'s advice: under the `batch` goal each variant (engine/search/advice.ts) is a search of its
+ *   own, depending on its plan and the plan's own search only; the workers search the variants side by side and
+ *   the advice is ranked as `advise` ranks it.
+ * - the search itself: the workers simulate ahead the trials the search will likely need while the main thread
+ *   runs the one it needs (Note [Searching on every core], engine/search/max-batch.ts).
+ * - `max-batch --gpu all`: one search per GPU.
+ * Each gives what one thread gives (the same answers, trials and advice; tested in test/cli/engine-workers.test.ts).
+ * The workers start with the command and load the engine while the main thread begins. `memplan simulate` does not
+ * use them: its variants are one simulation each, and a new thread, which loads and compiles the engine anew, takes
+ * about as long to simulate one as the warm main thread takes for all of them (GPT-2 XL: four variants in about
+ * 250 ms on the main thread).
+ */
+import { availableParallelism } from 'node:os';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import {
+  adviseVariant,
+  findMaxBatch,
+  likelyTrials,
+  nextTrial,
+  rankAdvice,
+  setUpAdvice,
+  simulateTrial,
+  type AdviceEvent,
+  type AdviceOptions,
+  type AdviceResult,
+  type MaxBatchOptions,
+  type MaxBatchResult,
+  type Plan,
+  type TrialOutcome,
+} from '../engine/index.ts';
+import { portableDevice, type Job, type JobResults, type PortableSearchOptions, type Reply } from './engine-worker.ts';
+
+/** The worker's module: cli/engine-worker.ts run from source, dist/cli/engine-worker.js once built. */
+const workerUrl = new URL(`./engine-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+
+interface Queued {
+  job: Job;
+  resolve: (result: never) => void;
+  reject: (error: Error) => void;
+}
+
+export class EngineWorkers {
+  private readonly workers: Worker[];
+  private readonly idle: Worker[];
+  private readonly queue: Queued[] = [];
+  /** The last search's trials: simulated by the main thread, simulated ahead by workers, and of those the ones it used. */
+  readonly lastSearch = { onMainThread: 0, ahead: 0, aheadUsed: 0 };
+
+  /** Starts `count` workers now (none on one core: the main thread does the work itself). */
+  constructor(count = availableParallelism()) {
+    this.workers = count > 1 ? Array.from({ length: count }, () => new Worker(workerUrl)) : [];
+    this.idle = [...this.workers];
+  }
+
+  get size(): number {
+    return this.workers.length;
+  }
+
+  /** Runs a job on the next free worker. */
+  run<K extends Job['kind']>(job: Extract<Job, { kind: K }>): Promise<JobResults[K]> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ job, resolve: resolve as (r: never) => void, reject });
+      this.dispatch();
+    });
+  }
+
+  private dispatch(): void {
+    while (this.idle.length > 0 && this.queue.length > 0) {
+      const worker = this.idle.pop()!;
+      const { job, resolve, reject } = this.queue.shift()!;
+      const done = () => {
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        this.idle.push(worker);
+        this.dispatch();
+      };
+      const onMessage = (reply: Reply) => {
+        done();
+        if ('error' in reply) reject(new Error(`a simulation failed in a worker thread: ${reply.error}`));
+        else resolve(reply.result as never);
+      };
+      const onError = (error: Error) => {
+        done();
+        reject(error);
+      };
+      worker.on('message', onMessage);
+      worker.on('error', onError);
+      worker.postMessage(job);
+    }
+  }
+
+  /** The advice `advise(plan, options)` gives, each variant simulated by the next free worker. */
+  async advise(plan: Plan, options: AdviceOptions): Promise<AdviceResult> {
+    const setup = setUpAdvice(plan, options);
+    if (this.size === 0) return rankAdvice(setup, setup.variants.map((v) => adviseVariant(setup, v, options.device)));
+    const device = portableDevice(options.device);
+    const outcomes: AdviceEvent[] = await Promise.all(setup.variants.map((variant) => this.run({ kind: 'variant', setup, variant, device })));
+    return rankAdvice(setup, outcomes);
+  }
+
+  /**
+   * The result `findMaxBatch(plan, options)` gives (Note [Searching on every core]): the main thread simulates the
+   * trial the search needs, or when a worker already does, the likeliest one after it; the workers, up to one
+   * fewer than the cores, simulate the trials the search will likely need next.
+   */
+  async maxBatch(plan: Plan, options: MaxBatchOptions): Promise<MaxBatchResult> {
+    const known = new Map<number, TrialOutcome>();
+    const running = new Map<number, Promise<void>>();
+    const ahead = Math.max(0, this.size - 1);
+    const portable = portableSearchOptions(options);
+    const onMainThread = new Set<number>();
+    this.lastSearch.ahead = 0;
+    for (;;) {
+      const need = nextTrial(plan, options, known);
+      if (need === null) break;
+      const busy = new Set([...known.keys(), ...running.keys()]);
+      const wanted = likelyTrials(plan, options, known, ahead + 1, busy);
+      if (!busy.has(need) && !wanted.includes(need)) wanted.unshift(need);
+      // The main thread takes the needed trial unless a worker has it, then the likeliest.
+      const mine = wanted.shift();
+      for (const batch of wanted) {
+        if (running.size >= ahead) break;
+        this.lastSearch.ahead++;
+        running.set(
+          batch,
+          this.run({ kind: 'trial', plan, batch, options: portable }).then(
+            (outcome) => {
+              known.set(batch, outcome);
+              running.delete(batch);
+            },
+            () => {
+              running.delete(batch); // the main thread simulates it itself, if the search needs it, and says why it fails
+            },
+          ),
+        );
+      }
+      if (mine !== undefined) {
+        known.set(mine, simulateTrial(plan, mine, options));
+        onMainThread.add(mine);
+        await new Promise((resolve) => setImmediate(resolve)); // the workers' outcomes come in
+      } else await running.get(need);
+    }
+    // Every trial of the path is known: the search walks it once more and simulates its answer's details.
+    const result = findMaxBatch(plan, { ...options, trialOutcome: (batch) => known.get(batch)! });
+    this.lastSearch.aheadUsed = result.trials.filter((t) => !onMainThread.has(t.batch)).length;
+    this.lastSearch.onMainThread = onMainThread.size;
+    return result;
+  }
+
+  /** `findMaxBatch` of each (plan, options), one search per worker at a time. */
+  async maxBatchEach(searches: readonly { plan: Plan; options: MaxBatchOptions }[]): Promise<MaxBatchResult[]> {
+    if (this.size === 0) return searches.map(({ plan, options }) => findMaxBatch(plan, options));
+    return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) })));
+  }
+
+  /** Stops the workers (the process can then exit). */
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+}
+
+function portableSearchOptions({ device, catalog, trialOutcome: _host, ...rest }: MaxBatchOptions): PortableSearchOptions {
+  return { ...rest, device: portableDevice(device), ...(catalog ? { catalog: catalog.map(portableDevice) } : {}) };
+}

@@ -1,0 +1,64 @@
+/**
+ * The CLI's worker threads (cli/engine-workers.ts) give what one thread gives: `max-batch`'s search with trials
+ * simulated ahead (Note [Searching on every core]), its advice, and `--gpu all`'s searches, field for field,
+ * whatever the number of workers.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { EngineWorkers } from '../../cli/engine-workers.ts';
+import { planGpu } from '../../cli/gpus.ts';
+import { advise, findMaxBatch, parsePlan, type Plan } from '../../engine/index.ts';
+
+const example = (name: string, gpu: Plan['gpu']): Plan => parsePlan({ ...JSON.parse(readFileSync(new URL(`../../examples/${name}`, import.meta.url), 'utf8')), gpu });
+
+// Two plans whose variants differ in kind: a layer list (fused optimizer already set: accumulation, expandable
+// segments, checkpointing) and GPT-2 from its config.json (LoRA not simulated: a reason known before any variant).
+const plans = [example('mlp-fp16.plan.json', { memory_limit_bytes: 2 * 2 ** 30 }), example('gpt2-config-json.plan.json', { memory_limit_bytes: 6 * 2 ** 30 })];
+
+async function withWorkers<T>(count: number, use: (workers: EngineWorkers) => Promise<T>): Promise<T> {
+  const workers = new EngineWorkers(count);
+  try {
+    return await use(workers);
+  } finally {
+    await workers.close();
+  }
+}
+
+describe('worker threads give what one thread gives', () => {
+  for (const plan of plans) {
+    it(`${plan.name}: the search and its advice from 3, 2 and no workers`, async () => {
+      const device = planGpu(plan);
+      const search = findMaxBatch(plan, { device });
+      const expected = advise(plan, { device, goal: 'batch', maxBatch: search });
+      expect(expected.advice.length + expected.not_applicable.length).toBeGreaterThanOrEqual(5);
+      for (const count of [3, 2, 0]) {
+        await withWorkers(count, async (workers) => {
+          const r = await workers.maxBatch(plan, { device });
+          expect(r, `${count} workers`).toEqual(search); // trials in the same order, the same answer and details
+          // with workers, the search used trials they simulated ahead
+          if (count > 0) expect(workers.lastSearch.aheadUsed, `${count} workers`).toBeGreaterThan(0);
+          expect(workers.lastSearch.onMainThread + workers.lastSearch.aheadUsed).toBeGreaterThanOrEqual(search.trials.length);
+          expect(await workers.advise(plan, { device, goal: 'batch', maxBatch: r }), `${count} workers`).toEqual(expected);
+        });
+      }
+    }, 180_000);
+  }
+
+  it('--gpu all: one search per GPU, each as findMaxBatch', async () => {
+    const plan = plans[1]!;
+    const searches = ['h100-sxm', 'a100-40gb', 'l4'].map((name) => {
+      const p: Plan = { ...plan, gpu: { name } };
+      return { plan: p, options: { device: planGpu(p) } };
+    });
+    const expected = searches.map(({ plan, options }) => findMaxBatch(plan, options));
+    expect(await withWorkers(2, (w) => w.maxBatchEach(searches))).toEqual(expected);
+  }, 180_000);
+
+  it("an error in a worker's simulation reaches the caller", async () => {
+    const plan = plans[0]!;
+    const device = planGpu(plan);
+    // a model no preset has (parsePlan would refuse it): a TypeError inside the engine, not an InputError
+    const broken = { ...plan, model: { preset: 'no-such-preset' } } as Plan;
+    await expect(withWorkers(2, (w) => w.advise(broken, { device, goal: 'memory', basePeakReservedBytes: 0, baseFits: true }))).rejects.toThrow(/worker thread: TypeError/);
+  });
+});
