@@ -17,7 +17,7 @@ export function parseCommandArgs(command: string, args: string[], options: Optio
     } else joined.push(args[i]!);
   }
   try {
-    return parseArgs({ args: joined, options, allowPositionals: true, strict: true });
+    return parseArgs({ args: joined, options, allowPositionals: true, allowNegative: true, strict: true });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new InputError('', `memplan ${command}: ${message.replace(/\. To specify a positional.*$/s, '')}`);

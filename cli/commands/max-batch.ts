@@ -22,12 +22,14 @@ ${planOptionsHelp(true)}
   --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
                            advice under "advice" and what it assumes under "caveats"; with --gpu all, one
-                           object with a result for every GPU, largest batch first`;
+                           object with a result for every GPU, largest batch first
+  --no-advice              skip the advice (each change is a search of its own: more than half the time of a
+                           max-batch), e.g. in a script that plans many configurations`;
 
-/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it. */
-export type MaxBatchOutput = MaxBatchResult & { advice: AdviceResult };
+/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
+export type MaxBatchOutput = MaxBatchResult & { advice?: AdviceResult };
 
-function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
+function text(file: string, r: MaxBatchResult, advice: AdviceResult | null): string {
   const accumulation = r.grad_accumulation_steps;
   const lines = [
     `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
@@ -41,13 +43,13 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult): string {
       : '',
     '',
     r.reached_upper_bound ? `The search stopped at its upper bound (${r.max_batch}): larger batches may fit too.` : '',
-    ...(advice.advice.length
+    ...(advice?.advice.length
       ? [
           'To fit a larger effective batch (each change simulated and searched on its own; effective batch = micro-batch x accumulation steps):',
           ...advice.advice.map((a) => `  ${String(a.max_effective_batch ?? 0).padStart(9)}  ${adviceChange(a, 'batch')}: ${adviceCost(a.id, 'batch')}`),
         ]
       : []),
-    ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
+    ...(advice?.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
     '',
     'Trials (batch: peak allocated / peak reserved):',
     ...r.trials.map((t) => `  ${String(t.batch).padStart(7)}: ${t.fits ? 'fits ' : 'OOM  '} ${formatSize(t.peak_allocated_bytes)} / ${formatSize(t.peak_reserved_bytes)}`),
@@ -63,6 +65,7 @@ async function run(args: string[]): Promise<void> {
     'safety-margin': { type: 'string' },
     'multiple-of': { type: 'string' },
     json: { type: 'boolean', default: false },
+    advice: { type: 'boolean', default: true },
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
   const file = positionals[0]!;
@@ -80,15 +83,15 @@ async function run(args: string[]): Promise<void> {
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const workers = new EngineWorkers();
   let r: MaxBatchResult;
-  let advice: AdviceResult;
+  let advice: AdviceResult | null = null;
   try {
     r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
-    advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
+    if (values.advice) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();
   }
   if (values.json) {
-    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, advice };
+    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }

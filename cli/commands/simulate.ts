@@ -16,12 +16,14 @@ Options:
 ${planOptionsHelp(false)}
   --json                   print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary
                            included) with the advice under "advice" and what it assumes under "caveats"
+  --no-advice              skip the advice (each change is a simulation of its own: about half the time of a
+                           simulate), e.g. in a script that plans many configurations
   --summary                also print torch.cuda.memory_summary() as it would read at the end`;
 
-/** What `simulate --json` prints: the result (its caveats included), with the advice beside it. */
-export type SimulateOutput = SimulateResult & { advice: AdviceResult };
+/** What `simulate --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
+export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
 
-function text(file: string, r: SimulateResult, advice: AdviceResult): string {
+function text(file: string, r: SimulateResult, advice: AdviceResult | null): string {
   const b = r.breakdown_at_peak;
   const lines = [
     `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
@@ -41,13 +43,15 @@ function text(file: string, r: SimulateResult, advice: AdviceResult): string {
     'Per step (peak allocated / reserved):',
     ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peak_allocated_bytes)} / ${formatSize(s.peak_reserved_bytes)}${s.incomplete ? ' (stopped by the out-of-memory error)' : ''}`),
     '',
-    ...(advice.advice.length
-      ? [
-          'What changes would save (peak reserved, each simulated on its own):',
-          ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a.id)}`),
-        ]
-      : ['No change memplan knows lowers the peak reserved memory of this plan.']),
-    ...(advice.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
+    ...(!advice
+      ? []
+      : advice.advice.length
+        ? [
+            'What changes would save (peak reserved, each simulated on its own):',
+            ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a.id)}`),
+          ]
+        : ['No change memplan knows lowers the peak reserved memory of this plan.']),
+    ...(advice?.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
     '',
     ...(r.caveats ? caveatsText(r.caveats) : []),
     // the caveats say how the model is loaded
@@ -61,6 +65,7 @@ async function run(args: string[]): Promise<void> {
     ...PLAN_OPTIONS,
     json: { type: 'boolean', default: false },
     summary: { type: 'boolean', default: false },
+    advice: { type: 'boolean', default: true },
   });
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
@@ -68,9 +73,9 @@ async function run(args: string[]): Promise<void> {
   if (choice.gpu?.trim().toLowerCase() === 'all') throw new InputError('--gpu', '"all" is for max-batch (the largest batch on every GPU of the catalog); simulate takes one GPU');
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = simulate(plan, { device });
-  const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits });
+  const advice = values.advice ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
   if (values.json) {
-    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, advice };
+    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }

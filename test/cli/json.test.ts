@@ -115,3 +115,27 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
     expect(memplan('simulate', path).stdout).not.toContain('0 bytes / 0 bytes');
   });
 });
+
+describe('--no-advice', () => {
+  it('simulate: the same result without the advice (JSON and text)', () => {
+    const withAdvice = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
+    const without = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--no-advice');
+    expect(without).not.toHaveProperty('advice');
+    const { advice, ...rest } = withAdvice;
+    expect(advice).toBeDefined();
+    expect(without).toEqual(rest);
+    const text = memplan('simulate', 'examples/mlp-fp16.plan.json', '--no-advice');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain('max_memory_reserved()');
+    expect(text.stdout).not.toMatch(/What changes would save|Not advised|No change memplan knows/);
+  });
+
+  it('max-batch: the same search without the advice', () => {
+    const withAdvice = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json');
+    const without = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--no-advice');
+    const { advice, ...rest } = withAdvice;
+    expect(advice).toBeDefined();
+    expect(without).toEqual(rest);
+    expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger effective batch|Not advised/);
+  });
+});
