@@ -296,14 +296,18 @@ export class Autograd {
    * last saved tensor and that is an input, the op's outputs are never made. Returns the references the op hands
    * to `record` (none while recomputing: the frame keeps them).
    */
-  saveInputs(needsGrad: boolean, tensors: readonly Tensor[]): Tensor[] {
-    if (!needsGrad || !this.gradMode) return [];
+  saveInputs(needsGrad: boolean, tensors: readonly Tensor[]): readonly Tensor[] {
+    if (!needsGrad || !this.gradMode) return NO_TENSORS;
     const device = this.device;
     const recomputing = this.recomputing;
-    if (!recomputing) return tensors.map((t) => device.ref(t));
+    if (!recomputing) {
+      const saved = new Array<Tensor>(tensors.length); // a hot path: a loop, not map
+      for (let i = 0; i < tensors.length; i++) saved[i] = device.ref(tensors[i]!);
+      return saved;
+    }
     for (const t of tensors) recomputing.stored[recomputing.packed++] = device.escape(device.ref(t));
     if (recomputing.packed >= recomputing.holders) throw new StopRecomputation();
-    return [];
+    return NO_TENSORS;
   }
 
   /** The edge an input's gradient flows along. */

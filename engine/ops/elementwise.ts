@@ -17,14 +17,24 @@ export function promote(a: DType, b: DType): DType {
   return DTYPE_BYTES[a] >= DTYPE_BYTES[b] ? a : b;
 }
 
-export function broadcastShape(a: readonly number[], b: readonly number[]): number[] {
+/**
+ * The shape two operands broadcast to. Most often one of them has it already: that operand's own shape array is
+ * returned then (shapes are never changed once made), sparing an array per elementwise op.
+ */
+export function broadcastShape(a: readonly number[], b: readonly number[]): readonly number[] {
   const n = Math.max(a.length, b.length);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const da = a[a.length - n + i] ?? 1;
-    const db = b[b.length - n + i] ?? 1;
-    out.push(Math.max(da, db));
+  let isA = a.length === n;
+  let isB = b.length === n;
+  for (let i = 1; i <= n && (isA || isB); i++) {
+    const da = a[a.length - i] ?? 1;
+    const db = b[b.length - i] ?? 1;
+    if (da < db) isA = false;
+    else if (db < da) isB = false;
   }
+  if (isA) return a;
+  if (isB) return b;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = Math.max(a[a.length - n + i] ?? 1, b[b.length - n + i] ?? 1);
   return out;
 }
 

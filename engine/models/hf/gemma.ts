@@ -26,7 +26,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
-import { FULL_FINE_TUNING, linearModule, linearParameters, type FineTuning } from '../peft/lora.ts';
+import { FULL_FINE_TUNING, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
@@ -71,7 +71,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
-  const proj = (rt: Runtime, x: Tensor, path: string) => linearModule(rt, weights, null, x, path);
+  const proj = linearModules(weights, null);
   const useCache = cfg.useCache && !checkpointing;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];

@@ -28,7 +28,7 @@ import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.t
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
-import { FULL_FINE_TUNING, linearModule, linearParameters, type FineTuning } from '../peft/lora.ts';
+import { FULL_FINE_TUNING, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { Parameter } from '../../autograd/engine.ts';
 import { sparseMoeBlock } from './mixtral-moe.ts';
 
@@ -80,7 +80,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const wOrNull = (name: string) => weights.get(name) ?? null;
-  const proj = (rt: Runtime, x: Tensor, path: string) => linearModule(rt, weights, tuning.lora, x, path);
+  const proj = linearModules(weights, tuning.lora);
+  const layerModules = Array.from({ length: cfg.layers }, (_, i) => layerModuleNames(i));
   const useCache = cfg.useCache && !checkpointing;
   // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf that
   // requires grad). The leaf and its .grad belong to the graph, which the loss holds until it is rebound.
@@ -145,13 +146,14 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   }
 
   /** The heads of q, k, v [B, H, T, D] as each family's attention makes them from its input. */
-  function headsOf(rt: Runtime, x: Tensor, a: string, copies: { q: boolean; k: boolean; v: boolean }): { q: Tensor; k: Tensor; v: Tensor; held: Tensor[] } {
+  function headsOf(rt: Runtime, x: Tensor, modules: LayerModuleNames, copies: { q: boolean; k: boolean; v: boolean }): { q: Tensor; k: Tensor; v: Tensor; held: Tensor[] } {
     const { cuda } = rt;
+    const a = modules.attn;
     const [b, t] = x.shape as [number, number];
     if (cfg.fusedProjections) {
       // Phi3Attention: qkv = qkv_proj(x); q/k/v = slices of its last dimension (SliceBackward0: a zero gradient of
       // qkv's shape each), each `.view(B, T, -1, D).transpose(1, 2)`. qkv is a local until forward returns.
-      const qkv = proj(rt, x, `${a}.qkv_proj`);
+      const qkv = proj(rt, x, modules.qkvProj);
       const qs = sliceView(rt, qkv, [b, t, cfg.heads * hd], `${a} qkv[..., :q]`);
       const ks = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., q:k]`);
       const vs = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., k:]`);
@@ -175,20 +177,20 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
         cuda.release(n);
         return out;
       };
-      const q = normed(`${a}.q_proj`, cfg.heads, `${a}.q_norm.weight`, copies.q, `${a} query`);
-      const k = normed(`${a}.k_proj`, cfg.kvHeads, `${a}.k_norm.weight`, copies.k, `${a} key`);
-      const vp = proj(rt, x, `${a}.v_proj`);
+      const q = normed(modules.qProj, cfg.heads, modules.qNorm, copies.q, `${a} query`);
+      const k = normed(modules.kProj, cfg.kvHeads, modules.kNorm, copies.k, `${a} key`);
+      const vp = proj(rt, x, modules.vProj);
       const v = splitHeads(rt, vp, cfg.kvHeads, hd, copies.v, `${a} value`);
       cuda.release(vp);
       return { q, k, v, held: [] };
     }
-    const qp = proj(rt, x, `${a}.q_proj`);
+    const qp = proj(rt, x, modules.qProj);
     const q = splitHeads(rt, qp, cfg.heads, hd, copies.q, `${a} query`);
     cuda.release(qp);
-    const kp = proj(rt, x, `${a}.k_proj`);
+    const kp = proj(rt, x, modules.kProj);
     const k = splitHeads(rt, kp, cfg.kvHeads, hd, copies.k, `${a} key`);
     cuda.release(kp);
-    const vp = proj(rt, x, `${a}.v_proj`);
+    const vp = proj(rt, x, modules.vProj);
     const v = splitHeads(rt, vp, cfg.kvHeads, hd, copies.v, `${a} value`);
     cuda.release(vp);
     return { q, k, v, held: [] };
@@ -197,7 +199,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   /** LlamaAttention.forward (and Qwen3's, Phi-3's): (attn_output, attn_weights). */
   function attention(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): [Tensor, Tensor | null] {
     const { cuda } = rt;
-    const a = `model.layers.${i}.self_attn`;
+    const modules = layerModules[i]!;
+    const a = modules.attn;
     const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, softmaxFp32: true, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
     // The rotary embedding's rotate_half backward (SliceBackward0: a zero tensor of the input's shape) is the
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
@@ -206,7 +209,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     // with a sliding-window mask, repeat_kv's backward sums the heads' gradients into contiguous [B, KV, T, D]
     // tensors: v's head view copies its gradient too (measured: mistral_4l_amp_bf16_window256_ckpt)
     if (mask && options.attention === 'sdpa' && cfg.kvHeads !== cfg.heads) copies.v = true;
-    const heads = headsOf(rt, x, a, copies);
+    const heads = headsOf(rt, x, modules, copies);
     const q0 = heads.q;
     const k0 = heads.k;
     let v = heads.v;
@@ -255,7 +258,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     } else {
       merged = attend(rt, q, k, v, call);
     }
-    const out = proj(rt, merged.out, `${a}.o_proj`);
+    const out = proj(rt, merged.out, modules.oProj);
     cuda.release(merged.out);
     for (const t of [q, k, v, ...heads.held]) cuda.release(t); // LlamaAttention.forward returns: its locals die
     return [out, merged.weights];
@@ -263,17 +266,18 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
     const { cuda } = rt;
-    const m = `model.layers.${i}.mlp`;
+    const modules = layerModules[i]!;
+    const m = modules.mlp;
     if (cfg.fusedProjections) {
       // Phi3MLP: `gate, up = gate_up_proj(x).chunk(2, -1)`; `up = up * act(gate)`; `down_proj(up)`
-      const gateUp = proj(rt, x, `${m}.gate_up_proj`);
+      const gateUp = proj(rt, x, modules.gateUpProj);
       const [gate, up] = chunk2(rt, gateUp, `${m} gate_up.chunk(2)`);
       cuda.release(gateUp);
       const act = hfActivation(rt, cfg.activation, gate, `${m}.activation_fn`);
       const prod = mul(rt, up, act, `${m} up * act(gate)`);
       cuda.release(act);
       cuda.release(up);
-      const out = proj(rt, prod, `${m}.down_proj`);
+      const out = proj(rt, prod, modules.downProj);
       cuda.release(prod);
       cuda.release(gate);
       return out;
@@ -282,22 +286,23 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       const moeWeights = { router: w(`${m}.gate.weight`), gateUp: w(`${m}.experts.gate_up_proj`), down: w(`${m}.experts.down_proj`) };
       return sparseMoeBlock(rt, x, moeWeights, { moe: cfg.moe, activation: cfg.activation, device: options.device }, m);
     }
-    const gate = proj(rt, x, `${m}.gate_proj`);
+    const gate = proj(rt, x, modules.gateProj);
     const act = hfActivation(rt, cfg.activation, gate, `${m}.act_fn`);
     cuda.release(gate);
-    const up = proj(rt, x, `${m}.up_proj`);
+    const up = proj(rt, x, modules.upProj);
     const prod = mul(rt, act, up, `${m} act(gate) * up`);
     cuda.release(up);
     cuda.release(act);
-    const out = proj(rt, prod, `${m}.down_proj`);
+    const out = proj(rt, prod, modules.downProj);
     cuda.release(prod);
     return out;
   }
 
   function layer(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): Tensor {
     const { cuda } = rt;
-    const l = `model.layers.${i}`;
-    const normed = rmsNorm(rt, x, w(`${l}.input_layernorm.weight`), `${l}.input_layernorm`);
+    const modules = layerModules[i]!;
+    const l = modules.layer;
+    const normed = rmsNorm(rt, x, w(modules.inputLayernormWeight), modules.inputLayernorm);
     // `hidden_states, _ = self.self_attn(...)`: `_` holds the attention weights until the layer returns
     const [attnOut0, weights] = attention(rt, normed, i, cos, sin, mask);
     cuda.release(normed);
@@ -306,7 +311,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     cuda.release(attnOut0);
     const hidden = addTensors(rt, x, attnOut, `${l} residual + attention`);
     cuda.release(attnOut);
-    const normed2 = rmsNorm(rt, hidden, w(`${l}.post_attention_layernorm.weight`), `${l}.post_attention_layernorm`);
+    const normed2 = rmsNorm(rt, hidden, w(modules.postAttentionLayernormWeight), modules.postAttentionLayernorm);
     const mlpOut0 = mlp(rt, normed2, i);
     cuda.release(normed2);
     const mlpOut = dropout(rt, mlpOut0, cfg.residDropout, `${l}.resid_mlp_dropout`);
@@ -368,6 +373,37 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     },
   };
 }
+
+/**
+ * A decoder layer's module names, made once per model: a forward would otherwise build each again at every call,
+ * and look it up by a string hashed anew each time.
+ */
+function layerModuleNames(i: number) {
+  const layer = `model.layers.${i}`;
+  const attn = `${layer}.self_attn`;
+  const mlp = `${layer}.mlp`;
+  return {
+    layer,
+    attn,
+    mlp,
+    qProj: `${attn}.q_proj`,
+    kProj: `${attn}.k_proj`,
+    vProj: `${attn}.v_proj`,
+    oProj: `${attn}.o_proj`,
+    qkvProj: `${attn}.qkv_proj`,
+    qNorm: `${attn}.q_norm.weight`,
+    kNorm: `${attn}.k_norm.weight`,
+    gateProj: `${mlp}.gate_proj`,
+    upProj: `${mlp}.up_proj`,
+    downProj: `${mlp}.down_proj`,
+    gateUpProj: `${mlp}.gate_up_proj`,
+    inputLayernorm: `${layer}.input_layernorm`,
+    inputLayernormWeight: `${layer}.input_layernorm.weight`,
+    postAttentionLayernorm: `${layer}.post_attention_layernorm`,
+    postAttentionLayernormWeight: `${layer}.post_attention_layernorm.weight`,
+  };
+}
+type LayerModuleNames = ReturnType<typeof layerModuleNames>;
 
 /** `t.chunk(2, dim=-1)`: two views; SplitBackward0 concatenates their gradients (a zero tensor for a missing one). */
 function chunk2(rt: Runtime, t: Tensor, label: string): [Tensor, Tensor] {

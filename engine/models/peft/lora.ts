@@ -136,12 +136,35 @@ export function loraForward(rt: Runtime, x: Tensor, result: Tensor, loraA: Tenso
   return out;
 }
 
-/** `module(x)` for a Linear at `path` of a model whose weights are in `weights`: with its adapter when it has one. */
-export function linearModule(rt: Runtime, weights: ReadonlyMap<string, Tensor>, spec: LoraSpec | null, x: Tensor, path: string): Tensor {
-  const out = linear(rt, x, weights.get(`${path}.weight`)!, weights.get(`${path}.bias`) ?? null, path);
-  const loraA = weights.get(`${path}.lora_A.default.weight`);
-  if (!loraA || !spec) return out;
-  return loraForward(rt, x, out, loraA, weights.get(`${path}.lora_B.default.weight`)!, spec, path);
+/** A Linear module's tensors: weight, bias, and its LoRA adapter's when it has one. */
+interface LinearWeights {
+  readonly weight: Tensor;
+  readonly bias: Tensor | null;
+  readonly lora: { readonly a: Tensor; readonly b: Tensor } | null;
+}
+
+/**
+ * `module(x)` for the Linear modules of a model whose weights are in `weights`, by path: with its adapter when it
+ * has one. Each module's tensors are looked up by name on its first call (the model is loaded by then) and kept,
+ * instead of three names built and looked up at every call of every layer.
+ */
+export function linearModules(weights: ReadonlyMap<string, Tensor>, spec: LoraSpec | null): (rt: Runtime, x: Tensor, path: string) => Tensor {
+  const modules = new Map<string, LinearWeights>();
+  return (rt, x, path) => {
+    let m = modules.get(path);
+    if (!m) {
+      const loraA = weights.get(`${path}.lora_A.default.weight`);
+      m = {
+        weight: weights.get(`${path}.weight`)!,
+        bias: weights.get(`${path}.bias`) ?? null,
+        lora: loraA && spec ? { a: loraA, b: weights.get(`${path}.lora_B.default.weight`)! } : null,
+      };
+      modules.set(path, m);
+    }
+    const out = linear(rt, x, m.weight, m.bias, path);
+    if (!m.lora) return out;
+    return loraForward(rt, x, out, m.lora.a, m.lora.b, spec!, path);
+  };
 }
 
 /** The plan's `training.lora` and `training.freeze`, as the models take them. */
