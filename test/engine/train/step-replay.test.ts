@@ -106,6 +106,7 @@ describe('code that frees memory when an exception unwinds it is known to the re
     'plan/limits.ts': 'not in a simulation',
     'plan/parse.ts': 'not in a simulation',
     'search/advice.ts': 'around whole simulations',
+    'search/max-batch.ts': 'around whole simulations (a walk of the search stopping where a trial is not yet simulated)',
     'snapshot/gzip.ts': 'not in a simulation',
     'snapshot/pickle.ts': 'not in a simulation',
     'snapshot/replay.ts': 'not in a simulation',
