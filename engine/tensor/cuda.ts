@@ -5,6 +5,7 @@
  * that thread's first GEMM and kept for the process; cuBLASLt (GEMMs with a fused bias) one more per thread.
  * Records the timeline of allocated and reserved bytes by phase.
  */
+import type { Block } from '../allocator/block.ts';
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';
 import { DTYPE_BYTES, accType, type DType } from './dtype.ts';
 import { reductionWorkspace, type ReductionDevice, type ReductionShape } from './reduce-config.ts';
@@ -184,10 +185,29 @@ export class CudaDevice {
     const storage = new Storage(size, block, label, category);
     if (block) {
       storage.serial = this.storageSerials++;
-      this.afterChange(storage, true);
+      this.changed();
+      storage.allocEvent = this.events;
+      if (this.recordStorages) this.storages.push(storage);
       this.observer?.allocated(storage, allocatorLabel);
     }
     return storage;
+  }
+
+  /**
+   * A replayed allocation whose storage nothing would read (no recorder listening, no peak details: a search's
+   * trials): the block alone, counted as `allocateStorage` counts a storage (train/step-replay.ts). `size` > 0.
+   */
+  allocateBlock(size: number, allocatorLabel: string): Block {
+    const block = this.allocator.malloc(size, 0, allocatorLabel);
+    this.storageSerials++;
+    this.changed();
+    return block;
+  }
+
+  /** `freeStorage` of a block from `allocateBlock`. */
+  freeBlock(block: Block): void {
+    this.allocator.free(block);
+    this.changed();
   }
 
   /** A storage's memory goes back to the allocator (its last reference went). */
@@ -195,7 +215,8 @@ export class CudaDevice {
     if (!s.block) return;
     this.allocator.free(s.block);
     s.block = null;
-    this.afterChange(s, false);
+    this.changed();
+    s.freeEvent = this.events;
     this.observer?.freed(s);
   }
 
@@ -276,12 +297,9 @@ export class CudaDevice {
     return this.storages.filter((s) => s.allocEvent <= at && s.freeEvent > at);
   }
 
-  private afterChange(storage: Storage, allocated: boolean): void {
+  /** An allocation or a free happened: one more event, the peak, the timeline. */
+  private changed(): void {
     this.events++;
-    if (allocated) {
-      storage.allocEvent = this.events;
-      if (this.recordStorages) this.storages.push(storage);
-    } else storage.freeEvent = this.events;
     const a = this.allocator.allocatedBytes;
     if (a > this.peakAllocated) {
       this.peakAllocated = a;

@@ -6,7 +6,8 @@
  * them. Which blocks they get, whether a segment is reserved, released and retried, is the allocator's business and
  * stays simulated: a replayed step sends the allocator exactly the requests the model, the ops and autograd would
  * have sent (`malloc(size)` and `free(block)` in order), without running that code again. What the simulated GPU
- * keeps per storage (events, the peak and what is live there, the timeline) is kept for the replayed storages too.
+ * keeps per storage (events, the peak and what is live there, the timeline) is kept for the replayed storages too;
+ * where nothing would read a storage (a search's trial: no peak details, no recorder), blocks stand for them.
  *
  * The program's requests depend on the allocator's state in one place: cuDNN's plan fallback (ops/conv.ts), which
  * catches an out-of-memory error, empties the cache and asks for other workspaces. A model with convolutions is
@@ -27,6 +28,7 @@
  * round, or nothing is replayed. test/engine/train/step-replay.test.ts compares replayed and full simulations,
  * every field of the result, on every calibration and boundary-suite plan.
  */
+import type { Block } from '../allocator/block.ts';
 import type { CudaDevice, StorageObserver } from '../tensor/cuda.ts';
 import type { MemoryCategory, Storage } from '../tensor/tensor.ts';
 
@@ -277,6 +279,51 @@ export class RequestTape {
   }
 
   /**
+   * `replay` where no storage would be read (`CudaDevice.allocateBlock`: no recorder listening, no peak details):
+   * the same requests, the blocks alone in `current`, a block dropped once freed (merged blocks die young).
+   */
+  replayBlocks(cuda: CudaDevice, from: number, to: number, markFrom: number, markTo: number, into: StepMarks, current: (Block | null)[], previous: readonly (Block | null)[], carriedFrom: Int32Array): void {
+    this.oomAsFull = false;
+    const requests = this.requests;
+    const readAt = this.marks;
+    const sizes = this.sizes;
+    const labels = this.labels;
+    const allocatorLabels = this.allocatorLabels;
+    const phaseStarts = this.phaseStarts;
+    let nextMark = markFrom;
+    const read = () => {
+      const bytes = cuda.allocator.allocatedBytes;
+      if (nextMark === markTo - 2) into.after_optimizer_step_bytes = bytes;
+      else if (nextMark === markTo - 1) into.after_zero_grad_bytes = bytes;
+      else if ((nextMark - markFrom) % 2 === 0) into.after_forward_bytes.push(bytes);
+      else into.after_backward_bytes.push(bytes);
+      nextMark++;
+    };
+    let phase = from < to ? this.phaseAt(from) : 0;
+    if (from < to) cuda.phase = this.phaseNames[phase]!;
+    for (let i = from; i < to; i++) {
+      while (nextMark < markTo && readAt[nextMark] === i) read();
+      if (phase + 1 < phaseStarts.length && phaseStarts[phase + 1] === i) cuda.phase = this.phaseNames[++phase]!;
+      const r = requests[i]!;
+      if (r < 0) cuda.freeBlock(previous[carriedFrom[-r - 1]!]!);
+      else if ((r & 1) === 0) {
+        const k = r >> 1;
+        try {
+          current[k] = cuda.allocateBlock(sizes[k]!, allocatorLabels.get(k) ?? labels[k]!);
+        } catch (error) {
+          this.stopAt(i, k, null);
+          throw error;
+        }
+      } else {
+        const k = r >> 1;
+        cuda.freeBlock(current[k]!);
+        current[k] = null;
+      }
+    }
+    while (nextMark < markTo) read();
+  }
+
+  /**
    * Replays every request as the full simulation made it, for recorders to hear as they would have heard it (Note
    * [Replayed second step], second-step.ts): each storage allocated under the label and category it had then and
    * renamed where it was, the frames that free memory on an exception open where they were
@@ -354,12 +401,12 @@ export class RequestTape {
 
   /**
    * Request i (allocating storage k) failed: the storages allocated before it get back the names they had at
-   * that point of the full simulation (those renamed later), and `oomAsFull` says whether the full simulation
+   * that point of the full simulation (those renamed later; `current` null: blocks, no storages), and `oomAsFull` says whether the full simulation
    * would have stopped with this state.
    */
-  private stopAt(i: number, k: number, current: Storage[]): void {
+  private stopAt(i: number, k: number, current: Storage[] | null): void {
     if (this.unwindingAt(i) || this.renamesUntracked) return;
-    for (const [j, rename] of this.renames) {
+    if (current) for (const [j, rename] of this.renames) {
       if (j < k && rename.at > i && current[j]) {
         current[j]!.label = rename.label;
         current[j]!.category = rename.category;
@@ -378,6 +425,8 @@ export class StepProgram {
   private readonly endPhase: string;
   /** The previous step's storages (the recorded step's, then each replayed step's). */
   private previous: readonly Storage[];
+  /** The previous step's blocks, after a replay without storages (`replayBlocks`); then `previous` is stale. */
+  private previousBlocks: readonly (Block | null)[] | null = null;
 
   private constructor(r: StepRecorder, carriedFrom: Int32Array, endPhase: string) {
     this.tape = new RequestTape(r);
@@ -394,6 +443,7 @@ export class StepProgram {
   /** Replays from here on after a step whose storages, in the recorded step's order, are `previous` (run-replay.ts). */
   seat(previous: readonly Storage[]): void {
     this.previous = previous;
+    this.previousBlocks = null;
   }
 
   /**
@@ -435,6 +485,16 @@ export class StepProgram {
    */
   replay(cuda: CudaDevice, marks: StepMarks): void {
     const tape = this.tape;
+    if (cuda.observer === null && !cuda.recordStorages) {
+      // Nothing reads the storages (a search's trial): the blocks alone.
+      const previous = this.previousBlocks ?? this.previous.map((s) => s.block);
+      const current: (Block | null)[] = new Array(tape.storageCount).fill(null);
+      tape.replayBlocks(cuda, 0, tape.requests.length, 0, tape.marks.length, marks, current, previous, this.carriedFrom);
+      cuda.phase = this.endPhase;
+      this.previousBlocks = current;
+      return;
+    }
+    if (this.previousBlocks) throw new Error('a step replayed without storages cannot be followed by one with them');
     const current: Storage[] = new Array(tape.storageCount);
     tape.replay(cuda, 0, tape.requests.length, 0, tape.marks.length, marks, current, this.previous, this.carriedFrom);
     cuda.phase = this.endPhase;

@@ -36,6 +36,8 @@ function both(plan: Plan, options: Omit<SimulateOptions, 'device'>) {
 
 
 let replayedCases = 0;
+let replayedTrials = 0;
+let replayedTrialOom = 0;
 let replayedOom = 0;
 let replayedOomAsFull = 0;
 let replayedOomUnwinding = 0;
@@ -69,6 +71,11 @@ describe('replayed steps give the full simulation, field for field', () => {
         expect(replayed).toEqual(full);
         if (replayedSteps > 0) replayedCases++;
         if (replayedSteps > 0 && full.oom && full.oom.step > 2) replayedOom++;
+        // as a search's trial: no peak details, the replayed steps' blocks without storages
+        const trial = both(at, { peakDetails: false, neededOnOom: false });
+        expect(trial.replayed).toEqual(trial.full);
+        if (trial.replayedSteps > 0) replayedTrials++;
+        if (trial.replayedSteps > 0 && trial.full.oom && trial.full.oom.step > 2) replayedTrialOom++;
       }
     }, 60_000);
   }
@@ -124,6 +131,8 @@ describe('code that frees memory when an exception unwinds it is known to the re
 afterAll(() => {
   // The comparison proves something only where steps were replayed, out-of-memory errors in them included.
   expect(replayedCases).toBeGreaterThan(50);
+  expect(replayedTrials).toBeGreaterThan(30);
+  expect(replayedTrialOom).toBeGreaterThan(0);
   expect(replayedOom).toBeGreaterThan(0);
   console.log(`replayed out-of-memory errors: ${replayedOomAsFull} standing for the full step, ${replayedOomUnwinding} inside unwinding frames`);
   expect(replayedOomAsFull).toBeGreaterThan(0);
