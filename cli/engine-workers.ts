@@ -1,6 +1,6 @@
 /**
- * The CLI on every core: worker threads (cli/engine-worker.ts), as many as the machine has cores
- * (`os.availableParallelism()`), for the work whose parts are independent simulations:
+ * The CLI on every core: worker threads (cli/engine-worker.ts), up to kMaxWorkers and no more than the machine has
+ * cores (`os.availableParallelism()`), for the work whose parts are independent simulations:
  * - `memplan max-batch`'s advice: under the `batch` goal each variant (engine/search/advice.ts) is a search of its
  *   own, depending on its plan and the plan's own search only; the workers search the variants side by side and
  *   the advice is ranked as `advise` ranks it.
@@ -8,7 +8,7 @@
  *   runs the one it needs (Note [Searching on every core], engine/search/max-batch.ts).
  * - `max-batch --gpu all`: one search per GPU.
  * Each gives what one thread gives (the same answers, trials and advice; tested in test/cli/engine-workers.test.ts).
- * The workers start with the command and load the engine while the main thread begins. `memplan simulate` does not
+ * A search starts the workers only when its first trial shows it will take seconds (kWorthThreadsMs). `memplan simulate` does not
  * use them: its variants are one simulation each, and a new thread, which loads and compiles the engine anew, takes
  * about as long to simulate one as the warm main thread takes for all of them (GPT-2 XL: four variants in about
  * 250 ms on the main thread).
@@ -44,21 +44,49 @@ interface Queued {
   reject: (error: Error) => void;
 }
 
+/**
+ * Workers at most. A worker loads and compiles the engine anew (about 150 ms of a core) and runs its first
+ * simulations 2-4 times slower than the warm main thread: a few workers that each run many trials do better than
+ * many that each run two or three.
+ */
+const kMaxWorkers = 4;
+
+/**
+ * A search starts its workers when its first trial took at least this long (it then takes seconds; measured here,
+ * the first trial of GPT-2 XL takes 100 ms and its whole search with advice 1.2 s, too short for new threads to pay
+ * for themselves; Llama 2 70B's 240 ms and 5 s, a 405B-shaped Llama's 360 ms and 7 s).
+ */
+const kWorthThreadsMs = 200;
+
 export class EngineWorkers {
-  private readonly workers: Worker[];
-  private readonly idle: Worker[];
+  private readonly count: number;
+  private readonly worthThreadsMs: number;
+  private readonly workers: Worker[] = [];
+  private readonly idle: Worker[] = [];
   private readonly queue: Queued[] = [];
   /** The last search's trials: simulated by the main thread, simulated ahead by workers, and of those the ones it used. */
   readonly lastSearch = { onMainThread: 0, ahead: 0, aheadUsed: 0 };
 
-  /** Starts `count` workers now (none on one core: the main thread does the work itself). */
-  constructor(count = availableParallelism()) {
-    this.workers = count > 1 ? Array.from({ length: count }, () => new Worker(workerUrl)) : [];
-    this.idle = [...this.workers];
+  /**
+   * Up to `count` workers, started when a search's first trial shows it long enough (`worthThreadsMs`; a test
+   * passes 0) or for `--gpu all`'s searches; none on one core: the main thread does the work itself.
+   */
+  constructor(count = Math.min(kMaxWorkers, availableParallelism()), options: { worthThreadsMs?: number } = {}) {
+    this.count = count > 1 ? count : 0;
+    this.worthThreadsMs = options.worthThreadsMs ?? kWorthThreadsMs;
   }
 
+  /** The workers running. */
   get size(): number {
     return this.workers.length;
+  }
+
+  private start(): void {
+    while (this.workers.length < this.count) {
+      const worker = new Worker(workerUrl);
+      this.workers.push(worker);
+      this.idle.push(worker);
+    }
   }
 
   /** Runs a job on the next free worker. */
@@ -97,6 +125,7 @@ export class EngineWorkers {
   /** The advice `advise(plan, options)` gives, each variant simulated by the next free worker. */
   async advise(plan: Plan, options: AdviceOptions): Promise<AdviceResult> {
     const setup = setUpAdvice(plan, options);
+    // The variants' searches are about as long as the plan's: they run on the workers if it started them.
     if (this.size === 0) return rankAdvice(setup, setup.variants.map((v) => adviseVariant(setup, v, options.device)));
     const device = portableDevice(options.device);
     const outcomes: AdviceEvent[] = await Promise.all(setup.variants.map((variant) => this.run({ kind: 'variant', setup, variant, device })));
@@ -105,21 +134,23 @@ export class EngineWorkers {
 
   /**
    * The result `findMaxBatch(plan, options)` gives (Note [Searching on every core]): the main thread simulates the
-   * trial the search needs, or when a worker already does, the likeliest one after it; the workers, up to one
-   * fewer than the cores, simulate the trials the search will likely need next.
+   * trial the search needs, or when a worker already does, the likeliest one after it; the workers (started after
+   * a first trial of kWorthThreadsMs or more; no more than leave the main thread a core) simulate the trials the
+   * search will likely need next.
    */
   async maxBatch(plan: Plan, options: MaxBatchOptions): Promise<MaxBatchResult> {
     const known = new Map<number, TrialOutcome>();
     const running = new Map<number, Promise<void>>();
-    const ahead = Math.max(0, this.size - 1);
+
     const portable = portableSearchOptions(options);
     const onMainThread = new Set<number>();
     this.lastSearch.ahead = 0;
     for (;;) {
       const need = nextTrial(plan, options, known);
       if (need === null) break;
+      const ahead = Math.min(this.size, availableParallelism() - 1); // the main thread keeps a core
       const busy = new Set([...known.keys(), ...running.keys()]);
-      const wanted = likelyTrials(plan, options, known, ahead + 1, busy);
+      const wanted = ahead > 0 ? likelyTrials(plan, options, known, ahead + 1, busy) : [];
       if (!busy.has(need) && !wanted.includes(need)) wanted.unshift(need);
       // The main thread takes the needed trial unless a worker has it, then the likeliest.
       const mine = wanted.shift();
@@ -140,7 +171,9 @@ export class EngineWorkers {
         );
       }
       if (mine !== undefined) {
+        const start = performance.now();
         known.set(mine, simulateTrial(plan, mine, options));
+        if (onMainThread.size === 0 && performance.now() - start >= this.worthThreadsMs) this.start();
         onMainThread.add(mine);
         await new Promise((resolve) => setImmediate(resolve)); // the workers' outcomes come in
       } else await running.get(need);
@@ -154,6 +187,7 @@ export class EngineWorkers {
 
   /** `findMaxBatch` of each (plan, options), one search per worker at a time. */
   async maxBatchEach(searches: readonly { plan: Plan; options: MaxBatchOptions }[]): Promise<MaxBatchResult[]> {
+    this.start();
     if (this.size === 0) return searches.map(({ plan, options }) => findMaxBatch(plan, options));
     return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) })));
   }
