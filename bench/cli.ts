@@ -1,6 +1,7 @@
 /**
  * Whole-process timings of the `memplan` command (issue #15): each command run as a user runs it, in a new Node
- * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target.
+ * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target; then
+ * the same commands without their advice (`--no-advice`).
  * Run by `npm run bench` (bench/run.ts) and on its own: `node bench/cli.ts [runs]`.
  */
 import { spawnSync } from 'node:child_process';
@@ -49,6 +50,12 @@ const rows: { label: string; args: string[]; target: string }[] = [
   { label: 'the same `max-batch` on a 2 TiB custom GPU', args: ['max-batch', llama70(2 * TiB)], target: '<= 1.5 s' },
   { label: '405B-shaped Llama `simulate` (8 TiB)', args: ['simulate', llama405(8 * TiB)], target: '<= 0.8 s' },
   { label: '405B-shaped Llama `max-batch` on 8 TiB', args: ['max-batch', llama405(8 * TiB)], target: '<= 3 s' },
+  // Without the advice (each change is a simulation or a search of its own): what a script planning many
+  // configurations waits for.
+  { label: 'GPT-2 XL `simulate --no-advice`', args: ['simulate', xl, '--no-advice'], target: '' },
+  { label: 'GPT-2 XL `max-batch --no-advice` on an 80 GiB cap', args: ['max-batch', xl80, '--no-advice'], target: '' },
+  { label: 'Llama-2-70B-shaped `simulate --no-advice`', args: ['simulate', llama70(2 * TiB), '--no-advice'], target: '' },
+  { label: 'Llama-2-70B-shaped `max-batch --no-advice` on 2 TiB', args: ['max-batch', llama70(2 * TiB), '--no-advice'], target: '' },
 ];
 
 const seconds = (args: string[]) => {
@@ -63,7 +70,7 @@ console.log('|---|---|---|');
 try {
   for (const row of rows) {
     const times = Array.from({ length: runs }, () => seconds(row.args)).sort((a, b) => a - b);
-    console.log(`| ${row.label} | ${times[Math.floor(runs / 2)]!.toFixed(2)} s (${times.map((t) => t.toFixed(2)).join(', ')}) | ${row.target} |`);
+    console.log(`| ${row.label} | ${times[Math.floor(runs / 2)]!.toFixed(2)} s (${times.map((t) => t.toFixed(2)).join(', ')}) | ${row.target || '-'} |`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
