@@ -78,8 +78,15 @@ export class StepRecorder implements StorageObserver {
   readonly marks: number[] = [];
   /** Renamed storages, by index. */
   readonly renames = new Map<number, Rename>();
-  /** Storages the allocator was given another label for than their own, by index (none in a full step). */
-  readonly allocatorLabels = new Map<number, string>();
+  /**
+   * Per storage, as it was allocated (read here while the storage is at hand, not in a pass over them all later):
+   * its size, the label the allocator was given, and its own label and category (RequestTape makes them the final
+   * ones: renamed storages are few).
+   */
+  readonly sizes: number[] = [];
+  readonly allocatorLabels: string[] = [];
+  readonly labels: string[] = [];
+  readonly categories: MemoryCategory[] = [];
   /** A storage was renamed twice, or one of an earlier step was: an out-of-memory error cannot be replayed exactly. */
   renamesUntracked = false;
 
@@ -106,7 +113,10 @@ export class StepRecorder implements StorageObserver {
     this.context();
     const k = this.storages.length;
     this.storages.push(storage);
-    if (allocatorLabel !== storage.label) this.allocatorLabels.set(k, allocatorLabel);
+    this.sizes.push(storage.nbytes);
+    this.allocatorLabels.push(allocatorLabel);
+    this.labels.push(storage.label);
+    this.categories.push(storage.category);
     this.requests.push(2 * k);
   }
 
@@ -189,7 +199,8 @@ export class RequestTape {
   private readonly sizes: number[];
   private readonly labels: string[];
   private readonly categories: MemoryCategory[];
-  private readonly allocatorLabels: ReadonlyMap<number, string>;
+  /** The label the allocator was given for each storage (its first). */
+  private readonly allocatorLabels: readonly string[];
   readonly requests: Int32Array;
   private readonly phaseStarts: readonly number[];
   private readonly phaseNames: readonly string[];
@@ -204,15 +215,16 @@ export class RequestTape {
   oomAsFull = false;
 
   constructor(r: StepRecorder) {
-    this.sizes = r.storages.map((s) => s.nbytes);
+    this.sizes = r.sizes;
     // What the storages are called once the recording is over (AccumulateGrad renames the gradient it steals).
-    this.labels = r.storages.map((s) => s.label);
-    this.categories = r.storages.map((s) => s.category);
-    // The allocator was given a storage's first label: its own, unless renamed since.
-    const allocatorLabels = new Map(r.allocatorLabels);
-    for (const [k, rename] of r.renames) if (!allocatorLabels.has(k)) allocatorLabels.set(k, rename.label);
-    this.allocatorLabels = allocatorLabels;
-    this.requests = Int32Array.from(r.requests);
+    this.labels = r.labels;
+    this.categories = r.categories;
+    for (const k of r.renames.keys()) {
+      this.labels[k] = r.storages[k]!.label;
+      this.categories[k] = r.storages[k]!.category;
+    }
+    this.allocatorLabels = r.allocatorLabels;
+    this.requests = new Int32Array(r.requests);
     this.phaseStarts = r.phaseStarts;
     this.phaseNames = r.phaseNames;
     this.unwindingChanges = r.unwindingChanges;
@@ -268,7 +280,7 @@ export class RequestTape {
       else if ((r & 1) === 0) {
         const k = r >> 1;
         try {
-          current[k] = cuda.allocateStorage(sizes[k]!, labels[k]!, categories[k]!, allocatorLabels.get(k) ?? labels[k]!);
+          current[k] = cuda.allocateStorage(sizes[k]!, labels[k]!, categories[k]!, allocatorLabels[k]!);
         } catch (error) {
           this.stopAt(i, k, current);
           throw error;
@@ -309,7 +321,7 @@ export class RequestTape {
       else if ((r & 1) === 0) {
         const k = r >> 1;
         try {
-          current[k] = cuda.allocateBlock(sizes[k]!, allocatorLabels.get(k) ?? labels[k]!);
+          current[k] = cuda.allocateBlock(sizes[k]!, allocatorLabels[k]!);
         } catch (error) {
           this.stopAt(i, k, null);
           throw error;
@@ -377,7 +389,7 @@ export class RequestTape {
           if (skip[k]) continue;
           const rename = renames.get(k);
           try {
-            current[k] = cuda.allocateStorage(sizes[k]!, rename ? rename.label : labels[k]!, rename ? rename.category : categories[k]!, allocatorLabels.get(k) ?? labels[k]!);
+            current[k] = cuda.allocateStorage(sizes[k]!, rename ? rename.label : labels[k]!, rename ? rename.category : categories[k]!, allocatorLabels[k]!);
           } catch (error) {
             this.oomAsFull = !this.unwindingAt(i);
             throw error;
