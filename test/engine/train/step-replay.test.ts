@@ -10,18 +10,22 @@ import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { simulate, type SimulateOptions } from '../../../engine/train/simulate.ts';
 import { StepProgram } from '../../../engine/train/step-replay.ts';
+import { SecondStepProgram } from '../../../engine/train/second-step.ts';
 import { forgetRecordedRuns } from '../../../engine/train/run-replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { calibrationRuns, simulatedPlan } from './calibration-plans.ts';
 import { loadSuite } from '../../../bench/boundary-suite.ts';
 
 const replays = vi.spyOn(StepProgram.prototype, 'replay');
+/** Note [Replayed second step]: the second step's forward and backward replayed from the first's. */
+const secondSteps = vi.spyOn(SecondStepProgram.prototype, 'replay');
 /** Every event of the timeline, not a decimated one. */
 const kAllEvents = 2 ** 31;
 
 function both(plan: Plan, options: Omit<SimulateOptions, 'device'>) {
   const device = planGpu(plan);
   const before = replays.mock.calls.length;
+  const beforeSecond = secondSteps.mock.calls.length;
   const full = simulate(plan, { ...options, device, timelinePoints: kAllEvents, replaySteps: false });
   expect(replays.mock.calls.length).toBe(before);
   forgetRecordedRuns(); // the steps of this simulation replayed, not a whole run recorded before (run-replay.test.ts)
@@ -31,11 +35,16 @@ function both(plan: Plan, options: Omit<SimulateOptions, 'device'>) {
   const failed = replays.mock.results.slice(before).map((r, i) => (r.type === 'throw' ? (replays.mock.contexts[before + i] as StepProgram).oomAsFull : null)).filter((x) => x !== null);
   if (failed.some((asFull) => asFull)) replayedOomAsFull++;
   if (failed.some((asFull) => !asFull)) replayedOomUnwinding++;
+  const second = secondSteps.mock.results.slice(beforeSecond);
+  replayedSecondSteps += second.length;
+  replayedSecondOom += second.filter((r) => r.type === 'throw' && (r.value as Error).name === 'OutOfMemoryError').length;
   return { full, replayed, replayedSteps: replays.mock.calls.length - before };
 }
 
 
 let replayedCases = 0;
+let replayedSecondSteps = 0;
+let replayedSecondOom = 0;
 let replayedTrials = 0;
 let replayedTrialOom = 0;
 let replayedOom = 0;
@@ -129,6 +138,10 @@ describe('code that frees memory when an exception unwinds it is known to the re
 });
 
 afterAll(() => {
+  // The second steps replayed (Note [Replayed second step]), out-of-memory errors in them included.
+  expect(replayedSecondSteps).toBeGreaterThan(50);
+  expect(replayedSecondOom).toBeGreaterThan(0);
+  console.log(`replayed second steps: ${replayedSecondSteps}, ${replayedSecondOom} out of memory`);
   // The comparison proves something only where steps were replayed, out-of-memory errors in them included.
   expect(replayedCases).toBeGreaterThan(50);
   expect(replayedTrials).toBeGreaterThan(30);
