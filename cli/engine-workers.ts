@@ -8,7 +8,7 @@
  *   runs the one it needs (Note [Searching on every core], engine/search/max-batch.ts).
  * - `max-batch --gpu all`: one search per GPU.
  * Each gives what one thread gives (the same answers, trials and advice; tested in test/cli/engine-workers.test.ts).
- * A search starts the workers only when its first trial shows it will take seconds (kWorthThreadsMs). `memplan simulate` does not
+ * A search starts the workers only when its first trial shows it will take seconds (kWorthWorkersMs). `memplan simulate` does not
  * use them: its variants are one simulation each, and a new thread, which loads and compiles the engine anew, takes
  * about as long to simulate one as the warm main thread takes for all of them (GPT-2 XL: four variants in about
  * 250 ms on the main thread).
@@ -20,18 +20,17 @@ import { Worker } from 'node:worker_threads';
 import {
   adviseVariant,
   findMaxBatch,
-  likelyTrials,
-  nextTrial,
   rankAdvice,
+  kWorthWorkersMs,
+  searchOnPool,
   setUpAdvice,
-  simulateTrial,
   type AdviceEvent,
   type AdviceOptions,
   type AdviceResult,
   type MaxBatchOptions,
   type MaxBatchResult,
   type Plan,
-  type TrialOutcome,
+  type TrialPool,
 } from '../engine/index.ts';
 import { portableDevice, type Job, type JobResults, type PortableSearchOptions, type Reply } from './engine-worker.ts';
 
@@ -51,13 +50,6 @@ interface Queued {
  */
 const kMaxWorkers = 4;
 
-/**
- * A search starts its workers when its first trial took at least this long (it then takes seconds; measured here,
- * the first trial of GPT-2 XL takes 100 ms and its whole search with advice 1.2 s, too short for new threads to pay
- * for themselves; Llama 2 70B's 240 ms and 5 s, a 405B-shaped Llama's 360 ms and 7 s).
- */
-const kWorthThreadsMs = 200;
-
 export class EngineWorkers {
   private readonly count: number;
   private readonly worthThreadsMs: number;
@@ -71,9 +63,10 @@ export class EngineWorkers {
    * Up to `count` workers, started when a search's first trial shows it long enough (`worthThreadsMs`; a test
    * passes 0) or for `--gpu all`'s searches; none on one core: the main thread does the work itself.
    */
-  constructor(count = Math.min(kMaxWorkers, availableParallelism()), options: { worthThreadsMs?: number } = {}) {
+  constructor(count: number | undefined = undefined, options: { worthThreadsMs?: number } = {}) {
+    count ??= Math.min(kMaxWorkers, availableParallelism());
     this.count = count > 1 ? count : 0;
-    this.worthThreadsMs = options.worthThreadsMs ?? kWorthThreadsMs;
+    this.worthThreadsMs = options.worthThreadsMs ?? kWorthWorkersMs;
   }
 
   /** The workers running. */
@@ -133,55 +126,23 @@ export class EngineWorkers {
   }
 
   /**
-   * The result `findMaxBatch(plan, options)` gives (Note [Searching on every core]): the main thread simulates the
-   * trial the search needs, or when a worker already does, the likeliest one after it; the workers (started after
-   * a first trial of kWorthThreadsMs or more; no more than leave the main thread a core) simulate the trials the
-   * search will likely need next.
+   * The result `findMaxBatch(plan, options)` gives, the workers simulating ahead the trials the search will likely
+   * need (engine/search/max-batch.ts's searchOnPool: they start after a first trial of kWorthWorkersMs or more).
    */
   async maxBatch(plan: Plan, options: MaxBatchOptions): Promise<MaxBatchResult> {
-    const known = new Map<number, TrialOutcome>();
-    const running = new Map<number, Promise<void>>();
-
     const portable = portableSearchOptions(options);
-    const onMainThread = new Set<number>();
-    this.lastSearch.ahead = 0;
-    for (;;) {
-      const need = nextTrial(plan, options, known);
-      if (need === null) break;
-      const ahead = Math.min(this.size, availableParallelism() - 1); // the main thread keeps a core
-      const busy = new Set([...known.keys(), ...running.keys()]);
-      const wanted = ahead > 0 ? likelyTrials(plan, options, known, ahead + 1, busy) : [];
-      if (!busy.has(need) && !wanted.includes(need)) wanted.unshift(need);
-      // The main thread takes the needed trial unless a worker has it, then the likeliest.
-      const mine = wanted.shift();
-      for (const batch of wanted) {
-        if (running.size >= ahead) break;
-        this.lastSearch.ahead++;
-        running.set(
-          batch,
-          this.run({ kind: 'trial', plan, batch, options: portable }).then(
-            (outcome) => {
-              known.set(batch, outcome);
-              running.delete(batch);
-            },
-            () => {
-              running.delete(batch); // the main thread simulates it itself, if the search needs it, and says why it fails
-            },
-          ),
-        );
-      }
-      if (mine !== undefined) {
-        const start = performance.now();
-        known.set(mine, simulateTrial(plan, mine, options));
-        if (onMainThread.size === 0 && performance.now() - start >= this.worthThreadsMs) this.start();
-        onMainThread.add(mine);
-        await new Promise((resolve) => setImmediate(resolve)); // the workers' outcomes come in
-      } else await running.get(need);
-    }
-    // Every trial of the path is known: the search walks it once more and simulates its answer's details.
-    const result = findMaxBatch(plan, { ...options, trialOutcome: (batch) => known.get(batch)! });
-    this.lastSearch.aheadUsed = result.trials.filter((t) => !onMainThread.has(t.batch)).length;
-    this.lastSearch.onMainThread = onMainThread.size;
+    const workers = this;
+    const pool: TrialPool = {
+      get size() {
+        return workers.size;
+      },
+      ahead: availableParallelism() - 1, // the main thread keeps a core
+      start: () => this.start(),
+      simulate: (p, batch, o) => this.run({ kind: 'trial', plan: p, batch, options: { ...portable, untilSteady: o.untilSteady } }),
+    };
+    const stats = { here: 0, ahead: 0, aheadUsed: 0 };
+    const result = await searchOnPool(plan, options, { pool, worthWorkersMs: this.worthThreadsMs, pause: () => new Promise((resolve) => setImmediate(resolve)) }, stats);
+    Object.assign(this.lastSearch, { onMainThread: stats.here, ahead: stats.ahead, aheadUsed: stats.aheadUsed });
     return result;
   }
 

@@ -50,7 +50,7 @@ export async function maxBatchOnEveryGpu(
   file: string,
   values: Record<string, string | boolean | (string | boolean)[] | undefined>,
   choice: GpuChoice,
-  options: { safetyMargin: number | undefined; multipleOf: number | undefined; json: boolean },
+  options: { safetyMargin: number | undefined; multipleOf: number | undefined; threads: number | undefined; json: boolean },
 ): Promise<string> {
   if (choice.limitBytes !== undefined) {
     throw new InputError(choice.limitFlag!, 'a byte cap describes one GPU; with --gpu all, cap each GPU with --memory-fraction F instead');
@@ -61,7 +61,7 @@ export async function maxBatchOnEveryGpu(
     return { plan, options: { device, safetyMargin: options.safetyMargin, multipleOf: options.multipleOf } };
   });
   // one search per GPU on each core (cli/engine-workers.ts)
-  const workers = new EngineWorkers();
+  const workers = new EngineWorkers(options.threads);
   let results: MaxBatchResult[];
   try {
     results = await workers.maxBatchEach(searches);

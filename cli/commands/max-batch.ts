@@ -23,6 +23,9 @@ ${planOptionsHelp(true)}
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
                            advice under "advice" and what it assumes under "caveats"; with --gpu all, one
                            object with a result for every GPU, largest batch first
+  --threads N              worker threads for a long search (default: the cores, at most 4; 1: none, this
+                           thread does all): they simulate ahead the trials the search will likely need and
+                           search the advice's changes side by side; the answers are the same
   --no-advice              skip the advice (each change is a search of its own: more than half the time of a
                            max-batch), e.g. in a script that plans many configurations`;
 
@@ -66,6 +69,7 @@ async function run(args: string[]): Promise<void> {
     'multiple-of': { type: 'string' },
     json: { type: 'boolean', default: false },
     advice: { type: 'boolean', default: true },
+    threads: { type: 'string' },
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
   const file = positionals[0]!;
@@ -75,13 +79,14 @@ async function run(args: string[]): Promise<void> {
     throw new InputError('--safety-margin', `expected a fraction from 0 to below 1, got "${marginText}"`);
   }
   const multipleOf = parsePositiveInteger('--multiple-of', values['multiple-of'] as string | undefined);
+  const threads = parsePositiveInteger('--threads', values.threads as string | undefined);
   const choice = gpuChoice(values);
   if (choice.gpu?.trim().toLowerCase() === 'all') {
-    process.stdout.write(await maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, json: values.json === true }));
+    process.stdout.write(await maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, threads, json: values.json === true }));
     return;
   }
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
-  const workers = new EngineWorkers();
+  const workers = new EngineWorkers(threads);
   let r: MaxBatchResult;
   let advice: AdviceResult | null = null;
   try {

@@ -490,21 +490,30 @@ class NotYetSimulated {
   }
 }
 
-/** The next batch the search needs given the outcomes known (null: the trials known decide the search). */
-export function nextTrial(plan: Plan, options: MaxBatchOptions, known: ReadonlyMap<number, TrialOutcome>): number | null {
+/**
+ * The search's path with the outcomes known: its trials so far, and the next batch it needs (null: the trials
+ * known decide the search).
+ */
+function walk(plan: Plan, options: MaxBatchOptions, known: ReadonlyMap<number, TrialOutcome>): { trials: readonly Trial[]; next: number | null } {
   const trialOutcome = (batch: number) => {
     const outcome = known.get(batch);
     if (!outcome) throw new NotYetSimulated(batch);
     return outcome;
   };
-  const steps = decide(plan, options, trialsOf(plan, { ...options, trialOutcome }));
+  const search = trialsOf(plan, { ...options, trialOutcome });
+  const steps = decide(plan, options, search);
   try {
     while (!steps.next().done);
-    return null;
+    return { trials: search.trials, next: null };
   } catch (error) {
-    if (error instanceof NotYetSimulated) return error.batch;
+    if (error instanceof NotYetSimulated) return { trials: search.trials, next: error.batch };
     throw error;
   }
+}
+
+/** The next batch the search needs given the outcomes known (null: the trials known decide the search). */
+export function nextTrial(plan: Plan, options: MaxBatchOptions, known: ReadonlyMap<number, TrialOutcome>): number | null {
+  return walk(plan, options, known).next;
 }
 
 /** How likely a guessed outcome is when the line through the fitting trials predicts it (else the other). */
@@ -566,6 +575,99 @@ function guessOutcome(known: ReadonlyMap<number, TrialOutcome>, batch: number, f
     oom: fits ? null : { message: 'guessed', step: 1, phase: 'forward' },
     conv_workspaces_estimated: false,
   };
+}
+
+/** Workers that simulate trials off the thread that searches (the CLI's worker threads), started when a search asks. */
+export interface TrialPool {
+  /** Workers running (0 until `start`, and where the machine has one core). */
+  readonly size: number;
+  /** Workers that may simulate ahead while the searching thread simulates too (it keeps a core). */
+  readonly ahead: number;
+  start(): void;
+  /** A trial's outcome, simulated by the next free worker. */
+  simulate(plan: Plan, batch: number, options: Pick<MaxBatchOptions, 'untilSteady'>): Promise<TrialOutcome>;
+}
+
+/**
+ * A search starts its pool when its first trial took at least this long (it then takes seconds; measured on the
+ * 2-core machine: GPT-2 XL's first trial 100 ms and its whole max-batch 1.2 s, where two new threads made it slower;
+ * Llama 2 70B 240 ms and 5 s, a 405B-shaped Llama 360 ms and 7 s). A worker loads and compiles the engine anew
+ * and runs its first simulations slower than the warm searching thread.
+ */
+export const kWorthWorkersMs = 200;
+
+/** How a search on a pool reports (Note [Searching on every core]). */
+export interface PoolSearchOptions {
+  pool: TrialPool;
+  /** Start the pool after a first trial this long (default kWorthWorkersMs; tests pass 0). */
+  worthWorkersMs?: number;
+  /** Each trial of the path as it joins it, in order. */
+  onTrial?: (trial: Trial) => void;
+  /** Called between trials (the app's worker: a `cancel` is seen there and throws). */
+  pause?: () => Promise<void>;
+}
+
+/** What a search on a pool did: trials simulated by the searching thread, ahead by the pool, and of those the ones the path used. */
+export interface PoolSearchStats {
+  here: number;
+  ahead: number;
+  aheadUsed: number;
+}
+
+/**
+ * The result `findMaxBatch(plan, options)` gives, on a pool (Note [Searching on every core]): this thread
+ * simulates the trial the search needs, or when a worker already does, the likeliest one after it; the pool's
+ * workers (started after a first trial of `worthWorkersMs` or more) simulate the trials the search will likely
+ * need next. Then the search walks the known path once more and simulates its answer's details here.
+ */
+export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: PoolSearchOptions, stats: PoolSearchStats = { here: 0, ahead: 0, aheadUsed: 0 }): Promise<MaxBatchResult> {
+  const { pool } = on;
+  const worth = on.worthWorkersMs ?? kWorthWorkersMs;
+  const known = new Map<number, TrialOutcome>();
+  const running = new Map<number, Promise<void>>();
+  const here = new Set<number>();
+  let reported = 0;
+  for (;;) {
+    await on.pause?.();
+    const path = walk(plan, options, known);
+    for (; reported < path.trials.length; reported++) on.onTrial?.(path.trials[reported]!);
+    const need = path.next;
+    if (need === null) break;
+    const ahead = Math.min(pool.size, pool.ahead);
+    const busy = new Set([...known.keys(), ...running.keys()]);
+    const wanted = ahead > 0 ? likelyTrials(plan, options, known, ahead + 1, busy) : [];
+    if (!busy.has(need) && !wanted.includes(need)) wanted.unshift(need);
+    // This thread takes the needed trial unless a worker has it, then the likeliest.
+    const mine = wanted.shift();
+    for (const batch of wanted) {
+      if (running.size >= ahead) break;
+      stats.ahead++;
+      running.set(
+        batch,
+        pool.simulate(plan, batch, { untilSteady: options.untilSteady }).then(
+          (outcome) => {
+            known.set(batch, outcome);
+            running.delete(batch);
+          },
+          () => {
+            running.delete(batch); // this thread simulates it itself, if the search needs it, and says why it fails
+          },
+        ),
+      );
+    }
+    if (mine === undefined) {
+      await running.get(need);
+      continue;
+    }
+    const start = performance.now();
+    known.set(mine, simulateTrial(plan, mine, options));
+    if (here.size === 0 && pool.size === 0 && performance.now() - start >= worth) pool.start();
+    here.add(mine);
+  }
+  const result = findMaxBatch(plan, { ...options, trialOutcome: (batch) => known.get(batch)! });
+  stats.here = here.size;
+  stats.aheadUsed = result.trials.filter((t) => !here.has(t.batch)).length;
+  return result;
 }
 
 /** The whole search at once (the CLI, tests); `onTrial` hears each trial as it finishes. */

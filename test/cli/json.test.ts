@@ -139,3 +139,17 @@ describe('--no-advice', () => {
     expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger effective batch|Not advised/);
   });
 });
+
+describe('--threads', () => {
+  it('max-batch gives the same result on one thread and on several', () => {
+    const one = json('max-batch', 'examples/gpt2-config-json.plan.json', '--memory-limit', '6GiB', '--json', '--threads', '1');
+    const three = json('max-batch', 'examples/gpt2-config-json.plan.json', '--memory-limit', '6GiB', '--json', '--threads', '3');
+    expect(three).toEqual(one);
+  });
+  it('refuses a count that is not a positive integer, naming the flag', () => {
+    const r = memplan('max-batch', 'examples/mlp-fp16.plan.json', '--threads', '0');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--threads');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
