@@ -8,7 +8,7 @@
  *   runs the one it needs (Note [Searching on every core], engine/search/max-batch.ts).
  * - `max-batch --gpu all`: one search per GPU.
  * Each gives what one thread gives (the same answers, trials and advice; tested in test/cli/engine-workers.test.ts).
- * A search starts the workers only when its first trial shows it will take seconds (kWorthWorkersMs). `memplan simulate` does not
+ * A search starts the workers only when its second trial shows it will take seconds (kWorthWorkersMs). `memplan simulate` does not
  * use them: its variants are one simulation each, and a new thread, which loads and compiles the engine anew, takes
  * about as long to simulate one as the warm main thread takes for all of them (GPT-2 XL: four variants in about
  * 250 ms on the main thread).
@@ -50,6 +50,19 @@ interface Queued {
  */
 const kMaxWorkers = 4;
 
+/**
+ * Cores a machine needs for workers by default. Measured on 2 cores (this machine, and the 16-core host pinned to
+ * 2): no gain, some loss (Llama 2 70B max-batch 3.6 s alone, 3.8 s with workers; --gpu all of GPT-2 1.65 s and
+ * 1.75 s); on the 16-core host with 4 workers: a 405B-shaped Llama's max-batch 5.4 s -> 4.0 s, --gpu all of GPT-2 XL
+ * 3.5 s -> 1.75 s.
+ */
+const kMinCores = 4;
+
+/** Workers by default: none below kMinCores, else one core fewer than the machine has, at most kMaxWorkers. */
+export function defaultWorkers(cores = availableParallelism()): number {
+  return cores < kMinCores ? 0 : Math.min(kMaxWorkers, cores - 1);
+}
+
 export class EngineWorkers {
   private readonly count: number;
   private readonly worthThreadsMs: number;
@@ -60,11 +73,11 @@ export class EngineWorkers {
   readonly lastSearch = { onMainThread: 0, ahead: 0, aheadUsed: 0 };
 
   /**
-   * Up to `count` workers, started when a search's first trial shows it long enough (`worthThreadsMs`; a test
+   * Up to `count` workers, started when a search's second trial shows it long enough (`worthThreadsMs`; a test
    * passes 0) or for `--gpu all`'s searches; none on one core: the main thread does the work itself.
    */
   constructor(count: number | undefined = undefined, options: { worthThreadsMs?: number } = {}) {
-    count ??= Math.min(kMaxWorkers, availableParallelism());
+    count ??= defaultWorkers();
     this.count = count > 1 ? count : 0;
     this.worthThreadsMs = options.worthThreadsMs ?? kWorthWorkersMs;
   }
@@ -127,7 +140,7 @@ export class EngineWorkers {
 
   /**
    * The result `findMaxBatch(plan, options)` gives, the workers simulating ahead the trials the search will likely
-   * need (engine/search/max-batch.ts's searchOnPool: they start after a first trial of kWorthWorkersMs or more).
+   * need (engine/search/max-batch.ts's searchOnPool: they start after a second trial of kWorthWorkersMs or more).
    */
   async maxBatch(plan: Plan, options: MaxBatchOptions): Promise<MaxBatchResult> {
     const portable = portableSearchOptions(options);

@@ -23,9 +23,9 @@ ${planOptionsHelp(true)}
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
                            advice under "advice" and what it assumes under "caveats"; with --gpu all, one
                            object with a result for every GPU, largest batch first
-  --threads N              worker threads for a long search (default: the cores, at most 4; 1: none, this
-                           thread does all): they simulate ahead the trials the search will likely need and
-                           search the advice's changes side by side; the answers are the same
+  --threads N              worker threads for a long search and for --gpu all (default: one fewer than the
+                           cores, at most 4, none below 4 cores; 1: none): they simulate ahead the trials the
+                           search will likely need and search the advice's changes side by side; same answers
   --no-advice              skip the advice (each change is a search of its own: more than half the time of a
                            max-batch), e.g. in a script that plans many configurations`;
 

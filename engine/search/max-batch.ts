@@ -589,17 +589,19 @@ export interface TrialPool {
 }
 
 /**
- * A search starts its pool when its first trial took at least this long (it then takes seconds; measured on the
- * 2-core machine: GPT-2 XL's first trial 100 ms and its whole max-batch 1.2 s, where two new threads made it slower;
- * Llama 2 70B 240 ms and 5 s, a 405B-shaped Llama 360 ms and 7 s). A worker loads and compiles the engine anew
- * and runs its first simulations slower than the warm searching thread.
+ * A search starts its pool when its second trial took at least this long (the first pays for compiling the engine):
+ * a search of seconds. A worker loads and compiles the engine anew and runs its first simulations slower than the
+ * warm searching thread, so shorter searches finish sooner without. Measured with the CLI on the 2-core machine
+ * (second trial): GPT-2 XL 46-57 ms (its max-batch with advice takes 1 s, and workers made it slower), Llama 3 8B
+ * 39-43 ms, Llama 2 70B (seq 4096, checkpointed) 92-103 ms, a 405B-shaped Llama 189-196 ms (its max-batch:
+ * 5.4 s -> 4.0 s with 4 workers on a 16-core host).
  */
-export const kWorthWorkersMs = 200;
+export const kWorthWorkersMs = 75;
 
 /** How a search on a pool reports (Note [Searching on every core]). */
 export interface PoolSearchOptions {
   pool: TrialPool;
-  /** Start the pool after a first trial this long (default kWorthWorkersMs; tests pass 0). */
+  /** Start the pool after a second trial this long (default kWorthWorkersMs; tests pass 0). */
   worthWorkersMs?: number;
   /** Each trial of the path as it joins it, in order. */
   onTrial?: (trial: Trial) => void;
@@ -617,7 +619,7 @@ export interface PoolSearchStats {
 /**
  * The result `findMaxBatch(plan, options)` gives, on a pool (Note [Searching on every core]): this thread
  * simulates the trial the search needs, or when a worker already does, the likeliest one after it; the pool's
- * workers (started after a first trial of `worthWorkersMs` or more) simulate the trials the search will likely
+ * workers (started after a second trial of `worthWorkersMs` or more) simulate the trials the search will likely
  * need next. Then the search walks the known path once more and simulates its answer's details here.
  */
 export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: PoolSearchOptions, stats: PoolSearchStats = { here: 0, ahead: 0, aheadUsed: 0 }): Promise<MaxBatchResult> {
@@ -661,7 +663,7 @@ export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: Poo
     }
     const start = performance.now();
     known.set(mine, simulateTrial(plan, mine, options));
-    if (here.size === 0 && pool.size === 0 && performance.now() - start >= worth) pool.start();
+    if (here.size === 1 && pool.size === 0 && performance.now() - start >= worth) pool.start();
     here.add(mine);
   }
   const result = findMaxBatch(plan, { ...options, trialOutcome: (batch) => known.get(batch)! });

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { EngineWorkers } from '../../cli/engine-workers.ts';
+import { EngineWorkers, defaultWorkers } from '../../cli/engine-workers.ts';
 import { planGpu } from '../../cli/gpus.ts';
 import { advise, findMaxBatch, parsePlan, type Plan } from '../../engine/index.ts';
 
@@ -77,4 +77,10 @@ describe('when a search starts its workers', () => {
       await workers.close();
     }
   }, 60_000);
+});
+
+describe('workers by default', () => {
+  it('none below 4 cores (no gain measured on 2), one core fewer than the machine above, at most 4', () => {
+    expect([1, 2, 3, 4, 6, 16, 128].map((cores) => defaultWorkers(cores))).toEqual([0, 0, 0, 3, 4, 4, 4]);
+  });
 });
