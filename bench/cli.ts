@@ -1,10 +1,11 @@
 /**
  * Whole-process timings of the `memplan` command (issue #15): each command run as a user runs it, in a new Node
  * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target; then
- * the same commands without their advice (`--no-advice`).
+ * the same commands without their advice (`--no-advice`). Also when the answer is printed: `simulate` and
+ * `max-batch` print it before they simulate the advice.
  * Run by `npm run bench` (bench/run.ts) and on its own: `node bench/cli.ts [runs]`.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,19 +59,31 @@ const rows: { label: string; args: string[]; target: string }[] = [
   { label: 'Llama-2-70B-shaped `max-batch --no-advice` on 2 TiB', args: ['max-batch', llama70(2 * TiB), '--no-advice'], target: '' },
 ];
 
-const seconds = (args: string[]) => {
-  const start = performance.now();
-  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
-  const s = (performance.now() - start) / 1000;
-  if (r.status !== 0) throw new Error(`memplan ${args.join(' ')} failed: ${r.stderr}`);
-  return s;
-};
-console.log(`| command | now (median of ${runs}, whole process) | target |`);
-console.log('|---|---|---|');
+/** One run: seconds to the first output (the answer: the advice and the trials follow) and to the process's end. */
+const timed = (args: string[]) =>
+  new Promise<{ first: number; total: number }>((resolve, reject) => {
+    const start = performance.now();
+    let first = NaN;
+    let stderr = '';
+    const child = spawn(process.execPath, [cli, ...args]);
+    child.stdout.on('data', () => {
+      if (Number.isNaN(first)) first = (performance.now() - start) / 1000;
+    });
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('close', (code) => {
+      if (code !== 0) reject(new Error(`memplan ${args.join(' ')} failed: ${stderr}`));
+      else resolve({ first, total: (performance.now() - start) / 1000 });
+    });
+  });
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+console.log(`| command | now (median of ${runs}, whole process) | the answer printed (median) | target |`);
+console.log('|---|---|---|---|');
 try {
   for (const row of rows) {
-    const times = Array.from({ length: runs }, () => seconds(row.args)).sort((a, b) => a - b);
-    console.log(`| ${row.label} | ${times[Math.floor(runs / 2)]!.toFixed(2)} s (${times.map((t) => t.toFixed(2)).join(', ')}) | ${row.target || '-'} |`);
+    const times: { first: number; total: number }[] = [];
+    for (let i = 0; i < runs; i++) times.push(await timed(row.args));
+    const totals = times.map((t) => t.total).sort((a, b) => a - b);
+    console.log(`| ${row.label} | ${median(totals).toFixed(2)} s (${totals.map((t) => t.toFixed(2)).join(', ')}) | ${median(times.map((t) => t.first)).toFixed(2)} s | ${row.target || '-'} |`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

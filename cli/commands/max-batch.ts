@@ -5,7 +5,7 @@ import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { maxBatchOnEveryGpu } from './max-batch-all.ts';
-import { adviceChange, adviceCost, neededText, notApplicableText, recommendationText, unstableRegionText } from '../words.ts';
+import { adviceChange, adviceCost, joinLines, neededText, notApplicableText, recommendationText, unstableRegionText } from '../words.ts';
 import { gpuCatalog } from '../gpus.ts';
 
 const usage = `Usage: memplan max-batch PLAN.json [options]
@@ -32,9 +32,10 @@ ${planOptionsHelp(true)}
 /** What `max-batch --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
 export type MaxBatchOutput = MaxBatchResult & { advice?: AdviceResult };
 
-function text(file: string, r: MaxBatchResult, advice: AdviceResult | null): string {
+/** The answer: the largest batch, the recommendation and what limits it, printed as soon as the search ends. */
+function answerLines(file: string, r: MaxBatchResult): string[] {
   const accumulation = r.grad_accumulation_steps;
-  const lines = [
+  return [
     `${r.plan_name || file} on ${r.gpu.name}, cap ${formatSize(r.cap_bytes)}`,
     r.max_batch === 0
       ? `No batch fits: even batch 1 runs out of memory.${r.needed ? ` ${neededText(r.needed, formatSize)}` : ''}`
@@ -46,6 +47,12 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult | null): str
       : '',
     '',
     r.reached_upper_bound ? `The search stopped at its upper bound (${r.max_batch}): larger batches may fit too.` : '',
+  ];
+}
+
+/** The rest, once the advice is searched: what to change, the trials, and what the answer assumes. */
+function restLines(r: MaxBatchResult, advice: AdviceResult | null): string[] {
+  return [
     ...(advice?.advice.length
       ? [
           'To fit a larger effective batch (each change simulated and searched on its own; effective batch = micro-batch x accumulation steps):',
@@ -59,7 +66,6 @@ function text(file: string, r: MaxBatchResult, advice: AdviceResult | null): str
     '',
     ...(r.caveats ? caveatsText(r.caveats) : []),
   ];
-  return lines.filter((l, i, all) => !(l === '' && all[i - 1] === '')).join('\n') + '\n';
 }
 
 async function run(args: string[]): Promise<void> {
@@ -89,8 +95,12 @@ async function run(args: string[]): Promise<void> {
   const workers = new EngineWorkers(threads);
   let r: MaxBatchResult;
   let advice: AdviceResult | null = null;
+  let answer: string[];
   try {
     r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
+    // The answer first; the advice (a search per change) follows when it is ready.
+    answer = answerLines(file, r);
+    if (!values.json) process.stdout.write(joinLines(answer, undefined));
     if (values.advice) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();
@@ -100,7 +110,7 @@ async function run(args: string[]): Promise<void> {
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice));
+  process.stdout.write(joinLines(restLines(r, advice), answer.at(-1)));
 }
 
 export const maxBatchCommand = {

@@ -3,7 +3,7 @@ import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceR
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
-import { adviceChange, adviceCost, notApplicableText, noteText } from '../words.ts';
+import { adviceChange, adviceCost, joinLines, notApplicableText, noteText } from '../words.ts';
 
 const usage = `Usage: memplan simulate PLAN.json [options]
 
@@ -23,9 +23,10 @@ ${planOptionsHelp(false)}
 /** What `simulate --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
 export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
 
-function text(file: string, r: SimulateResult, advice: AdviceResult | null): string {
+/** The answer: what the plan needs and where, printed as soon as it is simulated. */
+function answerLines(file: string, r: SimulateResult): string[] {
   const b = r.breakdown_at_peak;
-  const lines = [
+  return [
     `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
     r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
     `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (step ${r.peak_at.step}, ${r.peak_at.phase})`,
@@ -43,6 +44,12 @@ function text(file: string, r: SimulateResult, advice: AdviceResult | null): str
     'Per step (peak allocated / reserved):',
     ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peak_allocated_bytes)} / ${formatSize(s.peak_reserved_bytes)}${s.incomplete ? ' (stopped by the out-of-memory error)' : ''}`),
     '',
+  ];
+}
+
+/** The rest, once the advice is simulated: what to change, and what the answer assumes. */
+function restLines(r: SimulateResult, advice: AdviceResult | null): string[] {
+  return [
     ...(!advice
       ? []
       : advice.advice.length
@@ -57,7 +64,6 @@ function text(file: string, r: SimulateResult, advice: AdviceResult | null): str
     // the caveats say how the model is loaded
     ...r.notes.filter((n) => n.id !== 'parameters_loaded_in_training_dtype').map((n) => `Note: ${noteText(n)}`),
   ];
-  return lines.filter((l, i, a) => !(l === '' && (i === 0 || a[i - 1] === ''))).join('\n') + '\n';
 }
 
 async function run(args: string[]): Promise<void> {
@@ -73,13 +79,16 @@ async function run(args: string[]): Promise<void> {
   if (choice.gpu?.trim().toLowerCase() === 'all') throw new InputError('--gpu', '"all" is for max-batch (the largest batch on every GPU of the catalog); simulate takes one GPU');
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
   const r = simulate(plan, { device });
+  // The answer first; the advice (a simulation per change) follows when it is ready.
+  const answer = answerLines(file, r);
+  if (!values.json) process.stdout.write(joinLines(answer, ''));
   const advice = values.advice ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
   if (values.json) {
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(text(file, r, advice));
+  process.stdout.write(joinLines(restLines(r, advice), answer.at(-1)));
   if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 
