@@ -4,7 +4,7 @@
  */
 import * as nodeModule from 'node:module';
 import { parentPort } from 'node:worker_threads';
-import { adviseVariant, findMaxBatch, simulateTrial, type AdviceEvent, type AdviceSetup, type DeviceSpec, type MaxBatchOptions, type MaxBatchResult, type Plan, type TrialOutcome, type Variant } from '../engine/index.ts';
+import { InputError, adviseVariant, findMaxBatch, simulateTrial, type AdviceEvent, type AdviceSetup, type DeviceSpec, type MaxBatchOptions, type MaxBatchResult, type Plan, type TrialOutcome, type Variant } from '../engine/index.ts';
 import { convWorkspaceData } from './gpus.ts';
 
 nodeModule.enableCompileCache?.(); // Note [Compile cache] (cli/memplan.ts): this thread loads the engine again
@@ -15,6 +15,7 @@ export type PortableDevice = Omit<DeviceSpec, 'conv_workspaces'> & { conv_table:
 /** Search options as they cross threads. */
 export type PortableSearchOptions = Omit<MaxBatchOptions, 'device' | 'catalog' | 'trialOutcome'> & { device: PortableDevice; catalog?: PortableDevice[] };
 
+/** A job for a worker: a variant advice tries, one trial of a search, or a whole search. */
 export type Job =
   | { kind: 'variant'; setup: AdviceSetup; variant: Variant; device: PortableDevice }
   | { kind: 'trial'; plan: Plan; batch: number; options: PortableSearchOptions }
@@ -27,14 +28,19 @@ export interface JobResults {
   search: MaxBatchResult;
 }
 
-/** What comes back: the job's result, or the error that stopped it (an internal error: exit 1). */
-export type Reply = { result: JobResults[Job['kind']] } | { error: string };
+/**
+ * What comes back: the job's result, or the error that stopped it: bad input (an InputError, rebuilt on the main
+ * thread: exit 2 with its field) or an internal error (exit 1, its stack kept).
+ */
+export type Reply = { result: JobResults[Job['kind']] } | { error: { input: { where: string; problem: string } | null; message: string; stack: string | undefined } };
 
+/** A device to send to a worker. */
 export function portableDevice(device: DeviceSpec): PortableDevice {
   const { conv_workspaces: table, ...rest } = device;
   return { ...rest, conv_table: table !== null && table !== undefined };
 }
 
+/** A device a worker received, with this thread's convolution table. */
 export function deviceOf({ conv_table: table, ...rest }: PortableDevice): DeviceSpec {
   return { ...rest, conv_workspaces: table ? convWorkspaceData() : null };
 }
@@ -54,7 +60,8 @@ parentPort?.on('message', (job: Job) => {
   try {
     reply = { result: run(job) };
   } catch (error) {
-    reply = { error: error instanceof Error ? (error.stack ?? error.message) : String(error) };
+    const input = error instanceof InputError ? { where: error.where, problem: error.problem } : null;
+    reply = { error: { input, message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack : undefined } };
   }
   parentPort!.postMessage(reply);
 });

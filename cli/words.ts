@@ -130,8 +130,9 @@ export function recommendationText(r: Recommendation, cap: number): string {
 
 /**
  * Lines as the terminal shows them: one line each, no two blank lines in a row. `previous` is the line printed
- * before them ('' at the start of a command's output, where a blank line is dropped too): a command prints its
- * answer as soon as it has it and the rest (the advice) later, and the parts read as one text.
+ * before them: '' drops a leading blank line (`simulate` passes it at the start of its output), undefined keeps it
+ * (`max-batch`'s). A command prints its answer as soon as it has it and the rest (the advice) later, and the parts
+ * read as one text.
  */
 export function joinLines(lines: readonly string[], previous: string | undefined): string {
   const kept = lines.filter((l, i) => !(l === '' && (i === 0 ? previous === '' : lines[i - 1] === '')));

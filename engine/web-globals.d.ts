@@ -11,5 +11,5 @@ declare class TextDecoder {
 /** The worker host yields to the event loop with it between trials, so a `cancel` message is seen. */
 declare function setTimeout(handler: () => void, timeout?: number): unknown;
 
-/** A search on several workers times its first trial to decide whether they pay (search/max-batch.ts). */
+/** A search on a pool of workers times its second trial to decide whether they pay (search/max-batch.ts). */
 declare const performance: { now(): number };

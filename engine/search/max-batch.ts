@@ -516,8 +516,14 @@ export function nextTrial(plan: Plan, options: MaxBatchOptions, known: ReadonlyM
   return walk(plan, options, known).next;
 }
 
-/** How likely a guessed outcome is when the line through the fitting trials predicts it (else the other). */
+/**
+ * The weight of a guessed outcome the line through the fitting trials predicts (the other gets the rest): it only
+ * orders the guesses. With it, Llama 2 70B's search on 2 TiB used 11 of the 12 trials one worker simulated ahead.
+ */
 const kPredicted = 0.7;
+
+/** Paths walked per batch asked for (each walk runs the search's logic with no simulation: microseconds). */
+const kWalksPerGuess = 4;
 
 /**
  * Up to `count` batches the search will likely need after those known (Note [Searching on every core]), likeliest
@@ -527,7 +533,7 @@ export function likelyTrials(plan: Plan, options: MaxBatchOptions, known: Readon
   const cap = capBytes(plan, options.device);
   const chosen: number[] = [];
   const frontier: { known: Map<number, TrialOutcome>; likelihood: number }[] = [{ known: new Map(known), likelihood: 1 }];
-  for (let walks = 0; frontier.length > 0 && chosen.length < count && walks < 4 * count + 8; walks++) {
+  for (let walks = 0; frontier.length > 0 && chosen.length < count && walks < kWalksPerGuess * (count + 2); walks++) {
     let best = 0;
     for (let i = 1; i < frontier.length; i++) if (frontier[i]!.likelihood > frontier[best]!.likelihood) best = i;
     const path = frontier.splice(best, 1)[0]!;
@@ -550,8 +556,8 @@ function nearestFitting(known: ReadonlyMap<number, TrialOutcome>, batch: number)
 /** Whether a batch likely fits: under the cap on the line through the fitting trials' peak reserved memory. */
 function guessFits(known: ReadonlyMap<number, TrialOutcome>, batch: number, cap: number): boolean {
   const [a, b] = nearestFitting(known, batch);
-  if (!a || !b || a.batch === b.batch) {
-    // Before a line: batches up to a failing one's fit, growing ones too.
+  if (!a || !b) {
+    // Before a line: a batch fails when one no larger failed, else it is taken to fit (as doubling finds them).
     for (const t of known.values()) if (!t.fits && t.batch <= batch) return false;
     return true;
   }
@@ -564,7 +570,7 @@ function guessOutcome(known: ReadonlyMap<number, TrialOutcome>, batch: number, f
   const [a, b] = nearestFitting(known, batch);
   const at = (peak: (t: TrialOutcome) => number) => {
     if (!a) return 0;
-    if (!b || a.batch === b.batch) return peak(a);
+    if (!b) return peak(a);
     return Math.max(0, peak(a) + ((peak(b) - peak(a)) / (b.batch - a.batch)) * (batch - a.batch));
   };
   return {
@@ -579,7 +585,7 @@ function guessOutcome(known: ReadonlyMap<number, TrialOutcome>, batch: number, f
 
 /** Workers that simulate trials off the thread that searches (the CLI's worker threads), started when a search asks. */
 export interface TrialPool {
-  /** Workers running (0 until `start`, and where the machine has one core). */
+  /** Workers running (0 until `start`, and where the host has none). */
   readonly size: number;
   /** Workers that may simulate ahead while the searching thread simulates too (it keeps a core). */
   readonly ahead: number;
@@ -593,8 +599,8 @@ export interface TrialPool {
  * a search of seconds. A worker loads and compiles the engine anew and runs its first simulations slower than the
  * warm searching thread, so shorter searches finish sooner without. Measured with the CLI on the 2-core machine
  * (second trial): GPT-2 XL 46-57 ms (its max-batch with advice takes 1 s, and workers made it slower), Llama 3 8B
- * 39-43 ms, Llama 2 70B (seq 4096, checkpointed) 92-103 ms, a 405B-shaped Llama 189-196 ms (its max-batch:
- * 5.4 s -> 4.0 s with 4 workers on a 16-core host).
+ * 39-43 ms, Llama 2 70B (seq 4096, checkpointed) 92-103 ms, a 405B-shaped Llama 189-196 ms (what workers gained:
+ * cli/engine-workers.ts).
  */
 export const kWorthWorkersMs = 75;
 
@@ -605,13 +611,16 @@ export interface PoolSearchOptions {
   worthWorkersMs?: number;
   /** Each trial of the path as it joins it, in order. */
   onTrial?: (trial: Trial) => void;
-  /** Called between trials (the app's worker: a `cancel` is seen there and throws). */
+  /**
+   * Awaited between trials: it must let the event loop run (a macrotask, e.g. `setImmediate`), or the workers'
+   * outcomes are not seen until this thread waits for one; a host that cancels searches throws there.
+   */
   pause?: () => Promise<void>;
 }
 
 /** What a search on a pool did: trials simulated by the searching thread, ahead by the pool, and of those the ones the path used. */
 export interface PoolSearchStats {
-  here: number;
+  onThisThread: number;
   ahead: number;
   aheadUsed: number;
 }
@@ -622,12 +631,14 @@ export interface PoolSearchStats {
  * workers (started after a second trial of `worthWorkersMs` or more) simulate the trials the search will likely
  * need next. Then the search walks the known path once more and simulates its answer's details here.
  */
-export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: PoolSearchOptions, stats: PoolSearchStats = { here: 0, ahead: 0, aheadUsed: 0 }): Promise<MaxBatchResult> {
+export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: PoolSearchOptions, stats: PoolSearchStats = { onThisThread: 0, ahead: 0, aheadUsed: 0 }): Promise<MaxBatchResult> {
   const { pool } = on;
   const worth = on.worthWorkersMs ?? kWorthWorkersMs;
   const known = new Map<number, TrialOutcome>();
   const running = new Map<number, Promise<void>>();
-  const here = new Set<number>();
+  /** Batches this thread simulated; batches a worker failed on (this thread simulates them, if the path needs them). */
+  const onThisThread = new Set<number>();
+  const failed = new Set<number>();
   let reported = 0;
   for (;;) {
     await on.pause?.();
@@ -643,6 +654,7 @@ export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: Poo
     const mine = wanted.shift();
     for (const batch of wanted) {
       if (running.size >= ahead) break;
+      if (failed.has(batch)) continue;
       stats.ahead++;
       running.set(
         batch,
@@ -653,6 +665,7 @@ export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: Poo
           },
           () => {
             running.delete(batch); // this thread simulates it itself, if the search needs it, and says why it fails
+            failed.add(batch);
           },
         ),
       );
@@ -662,13 +675,20 @@ export async function searchOnPool(plan: Plan, options: MaxBatchOptions, on: Poo
       continue;
     }
     const start = performance.now();
-    known.set(mine, simulateTrial(plan, mine, options));
-    if (here.size === 1 && pool.size === 0 && performance.now() - start >= worth) pool.start();
-    here.add(mine);
+    try {
+      known.set(mine, simulateTrial(plan, mine, options));
+    } catch (error) {
+      // A guess that fails costs its time, not the search: the path may never need it (if it does, it fails there).
+      if (mine === need) throw error;
+      failed.add(mine);
+      continue;
+    }
+    if (onThisThread.size === 1 && pool.size === 0 && performance.now() - start >= worth) pool.start();
+    onThisThread.add(mine);
   }
   const result = findMaxBatch(plan, { ...options, trialOutcome: (batch) => known.get(batch)! });
-  stats.here = here.size;
-  stats.aheadUsed = result.trials.filter((t) => !here.has(t.batch)).length;
+  stats.onThisThread = onThisThread.size;
+  stats.aheadUsed = result.trials.filter((t) => !onThisThread.has(t.batch)).length;
   return result;
 }
 

@@ -1,5 +1,6 @@
 /**
- * Note [Replayed second step]: the first repeatable step's forward and backward, replayed as the next step's.
+ * Note [Replayed second step]: the forward and backward of the step before the recorded one (Note [Replayed steps]:
+ * step 1, unless GradScaler skips steps), replayed as the recorded step's.
  *
  * Note [Replayed steps] replays the steps after the second repeatable one from its recording, but the first two
  * ran the model's code, which costs several times what the allocator does. The second one's forward and backward
@@ -8,11 +9,12 @@
  * cuBLAS and cuBLASLt workspaces of each thread (`CudaDevice.processStorages`), GradScaler's `_scale` and
  * `_growth_tracker`. (2) What the step's code frees of the step before: the inputs and the loss rebound in its first
  * micro-step, and the graph that loss held (`model.releaseGraph`); the recording marks those places (`cuts`). So the
- * first repeatable step is recorded up to the end of its backward, and the next step's forward and backward replay
+ * step before the recorded one is recorded up to the end of its backward, and the next step's forward and backward replay
  * it (RequestTape.replayAsRecorded) without (1), running the step's own code at (2) on the previous step's tensors;
  * its optimizer step and zero_grad then run as code, on the gradients the replay made (given back to their
- * parameters, through as many views as they had: AccumulateGrad may steal a transposed matmul result). The replay is heard as the full step would be (labels and renames, phases, unwinding frames), so that
- * step is recorded as before and replays the later ones: the model's code runs for one step instead of two.
+ * parameters, through as many views as they had: AccumulateGrad may steal a transposed matmul result). The replay
+ * is heard as the full step would be (labels and renames, phases, unwinding frames), so that step is recorded as
+ * before and replays the later ones: the model's code runs for one step instead of two.
  *
  * Checked when the step is recorded, else the next one runs in full: no convolution ran (cuDNN's plan fallback asks
  * the allocator: Note [Replayed steps]); the step freed nothing of an earlier step outside the cuts; no storage was
@@ -56,6 +58,7 @@ export interface SecondStepHooks {
   marked(j: number): void;
 }
 
+/** A step's forward and backward as recorded, to replay as the next step's (this Note). */
 export class SecondStepProgram {
   private readonly tape: RequestTape;
   /** The recorded step's storages, in order (storage k has serial firstSerial + k). */

@@ -51,6 +51,7 @@ export interface AllocatorState {
 /** Numbers collected for one state (grown as needed; one state is read at a time). */
 let scratch = new Float64Array(4096);
 
+/** The allocator's state after a step, as AllocatorState says (what decides every step after it). */
 export function allocatorState(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): AllocatorState {
   const segments: { address: number; head: Block }[] = [];
   for (const head of allocator.segmentHeads()) {

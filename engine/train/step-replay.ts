@@ -52,8 +52,9 @@ interface Rename {
 
 /**
  * Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed
- * runs]). This runs for every request of a recorded step, so what rarely changes (the phase, whether frames that
- * free memory on an exception are open, renames, allocator labels other than the storage's) is kept where it changes.
+ * runs]). This runs for every request of a recorded step: per storage its size, labels and category as it is
+ * allocated; what rarely changes (the phase, whether frames that free memory on an exception are open, renames) is
+ * kept where it changes.
  */
 export class StepRecorder implements StorageObserver {
   private readonly cuda: CudaDevice;
@@ -214,6 +215,7 @@ export class RequestTape {
    */
   oomAsFull = false;
 
+  /** The tape takes the recorder's arrays (the recording is over: the recorder is not used again). */
   constructor(r: StepRecorder) {
     this.sizes = r.sizes;
     // What the storages are called once the recording is over (AccumulateGrad renames the gradient it steals).
@@ -299,7 +301,6 @@ export class RequestTape {
     const requests = this.requests;
     const readAt = this.marks;
     const sizes = this.sizes;
-    const labels = this.labels;
     const allocatorLabels = this.allocatorLabels;
     const phaseStarts = this.phaseStarts;
     let nextMark = markFrom;
