@@ -92,3 +92,26 @@ describe('plans LoRA cannot run are refused at their field', () => {
     refused(tinyLlama, { freeze: ['model.layer.0.*'] }, /training\.freeze: the pattern "model\.layer\.0\.\*" matches no parameter/);
   });
 });
+
+describe('LoRA on Gemma 2 and Gemma 3 (the H100 recordings lora_gemma2_4l_*, lora_gemma3_6l_*)', () => {
+  for (const name of ['lora_gemma2_4l_amp_bf16_ckpt', 'lora_gemma3_6l_bf16_adamw_s1024']) {
+    it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {
+      const { readFileSync } = await import('node:fs');
+      const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as {
+        plan: { training: Record<string, unknown> } & Record<string, unknown>;
+        model: { parameter_count: number; trainable_parameter_count: number };
+      };
+      const plan = parsePlan(m.plan);
+      const { lora: _lora, ...full } = m.plan.training;
+      const device = planGpu(plan);
+      const adapted = simulate(plan, { device, untilSteady: false, timelinePoints: 0 });
+      const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0 });
+      expect(adapted.model.parameter_count).toBe(m.model.parameter_count);
+      expect(adapted.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
+      // fp32 adapters: their gradients and AdamW's two states are all the optimizer step leaves beyond zero_grad
+      const afterStep = (r: typeof adapted) => r.steps[0]!.after_optimizer_step_bytes - r.steps[0]!.after_zero_grad_bytes;
+      expect(afterStep(adapted)).toBeLessThanOrEqual(m.model.trainable_parameter_count * 4 * 3 + 2 ** 22);
+      expect(afterStep(base)).toBeGreaterThan(base.model.parameter_bytes);
+    });
+  }
+});
