@@ -10,7 +10,9 @@
  *   the tokens per group.
  * - Other dtypes (fp32 under AMP, fp16) take `_grouped_mm_fallback`: one `mm` per group into slices of the output,
  *   nothing else allocated (measured: mixtral_4l_amp_bf16_ckpt, fp32).
- * GroupedMmBackward0 (derivatives.yaml `_grouped_mm`) saves the input, the weight and offs; its backward computes
+ * GroupedMmBackward0 (derivatives.yaml `_grouped_mm`) saves the input (for the weight's gradient), the weight (for
+ * the input's) and offs (measured with frozen experts: lora_mixtral_4l_bf16_sgdm_s1024 frees the gathered input as
+ * the grouped GEMM returns); its backward computes
  * the weight's gradient first (`mat2` sorts before `self`), [G, K, N] in the weight's memory order (the view's
  * TransposeBackward0 then hands AccumulateGrad a gradient in the parameter's own order, which it steals), then the
  * input's [S, K]; each is one grouped GEMM with the same temporaries.
@@ -62,10 +64,15 @@ export function groupedMm(rt: Runtime, input: Tensor, weight: Tensor, offs: Tens
   const [groups, k, n] = weight.shape as [number, number, number];
   const rows = input.shape[0]!;
   const path = groupedMmPath(input.dtype, device);
-  const needs = autograd.needsGrad([input, weight]);
-  const saved = autograd.saveInputs(needs, [input, weight, offs]);
   const inputNeeds = autograd.needsGrad([input]);
   const weightNeeds = autograd.needsGrad([weight]);
+  // As for mm, each input is saved only for the other's gradient (VariableType saves a variable when an output
+  // whose formula reads it needs computing): a frozen weight (LoRA) leaves the input unsaved; offs serves both.
+  const toSave: Tensor[] = [];
+  if (weightNeeds) toSave.push(input); // self, for mat2's gradient
+  if (inputNeeds) toSave.push(weight); // mat2, for self's gradient
+  if (inputNeeds || weightNeeds) toSave.push(offs);
+  const saved = autograd.saveInputs(inputNeeds || weightNeeds, toSave);
   // transformers' fallback makes its output with torch.zeros: one allocation, as at::empty
   const out = groupedGemm(rt, [rows, n], input.dtype, groups, path, label);
   autograd.record(path === 'transformers_fallback' ? 'GroupedMmFallbackBackward' : 'GroupedMmBackward0', [input, weight], [out], saved, ([grad]) => {

@@ -92,7 +92,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   const targets = peftDefaultTargets(modelType ?? '');
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
-    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text${modelType ? `; not ${modelType}` : ''})`;
+    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text${modelType ? `; not ${modelType}` : ''})`;
     return { skip: { id: 'lora', reason_id: 'not_simulated', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };

@@ -10,8 +10,8 @@ import { gemmaModel } from './gemma.ts';
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
   if (options.seqLen > positions) throw new InputError('training.seq_len', `${options.seqLen} is more than the model's ${positions} positions`);
-  if (options.tuning?.lora && (cfg.family === 'gpt2' || cfg.family === 'bert' || (cfg.family === 'llama' && cfg.modelType === 'mixtral'))) {
-    throw new InputError('training.lora', `LoRA on ${cfg.family === 'llama' ? cfg.modelType : cfg.family} is not simulated yet; simulated: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text`);
+  if (options.tuning?.lora && (cfg.family === 'gpt2' || cfg.family === 'bert')) {
+    throw new InputError('training.lora', `LoRA on ${cfg.family} is not simulated yet; simulated: llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text`);
   }
   switch (cfg.family) {
     case 'gpt2':

@@ -202,9 +202,11 @@ describe('Mixtral configs', () => {
     expect(resolveHfConfig({ ...small(), experts_implementation: 'grouped_mm' }).layers).toBe(2);
   });
 
-  it('refuses LoRA on Mixtral, naming the model type', () => {
+  it('LoRA adapts the attention only: the experts are no nn.Linear (transformers 5.17), so naming them is refused', () => {
     const plan = planOf(small(), { lora: { r: 8, alpha: 8, target_modules: ['q_proj', 'v_proj'] } });
-    expect(() => simulate(plan, { device: planGpu(plan), untilSteady: false })).toThrow(/training\.lora: LoRA on mixtral is not simulated yet/);
+    expect(simulate(plan, { device: planGpu(plan), untilSteady: false }).fits).toBe(true);
+    const experts = planOf(small(), { lora: { r: 8, alpha: 8, target_modules: ['gate_up_proj'] } });
+    expect(() => simulate(experts, { device: planGpu(experts), untilSteady: false })).toThrow(/training\.lora\.target_modules: no nn\.Linear of this model is named "gate_up_proj"/);
   });
 });
 
