@@ -217,10 +217,11 @@ export interface DeviceMemory {
 /** memplan's placement for plan simulation: top-down first fit from the highest free range, 2 MiB aligned. */
 class TopDownAddressSpace implements AddressModel {
   private next = kDeviceAddressTop;
-  private readonly holes: { ptr: number; size: number }[] = [];
+  /** Free ranges below `next`, by address. */
+  private readonly holes: AddressRange[] = [];
 
   take(size: number): number {
-    const aligned = Math.ceil(size / kPageBytes) * kPageBytes;
+    const aligned = roundUp(size, kPageBytes);
     for (let i = this.holes.length - 1; i >= 0; i--) {
       const hole = this.holes[i]!;
       if (hole.size >= aligned) {
@@ -244,20 +245,7 @@ class TopDownAddressSpace implements AddressModel {
   }
 
   give(ptr: number, size: number): void {
-    const aligned = Math.ceil(size / kPageBytes) * kPageBytes;
-    let i = 0;
-    while (i < this.holes.length && this.holes[i]!.ptr < ptr) i++;
-    this.holes.splice(i, 0, { ptr, size: aligned });
-    const after = this.holes[i + 1];
-    if (after && ptr + aligned === after.ptr) {
-      this.holes[i]!.size += after.size;
-      this.holes.splice(i + 1, 1);
-    }
-    const before = this.holes[i - 1];
-    if (before && before.ptr + before.size === ptr) {
-      before.size += this.holes[i]!.size;
-      this.holes.splice(i, 1);
-    }
+    insertRange(this.holes, ptr, roundUp(size, kPageBytes));
   }
 }
 

@@ -51,6 +51,39 @@ interface Rename {
 }
 
 /**
+ * The allocator's allocated bytes where a step reads them, marks [from, to) of a recording in order: after each
+ * micro-step's forward and backward, after the optimizer step, after zero_grad (none kept when `into` is null:
+ * marks outside a step).
+ */
+class MarkReader {
+  /** The next mark to read. */
+  next: number;
+  private readonly cuda: CudaDevice;
+  private readonly from: number;
+  private readonly to: number;
+  private readonly into: StepMarks | null;
+
+  constructor(cuda: CudaDevice, from: number, to: number, into: StepMarks | null) {
+    this.cuda = cuda;
+    this.from = from;
+    this.to = to;
+    this.into = into;
+    this.next = from;
+  }
+
+  read(): void {
+    const bytes = this.cuda.allocator.allocatedBytes;
+    const into = this.into;
+    const mark = this.next++;
+    if (into === null) return;
+    if (mark === this.to - 2) into.after_optimizer_step_bytes = bytes;
+    else if (mark === this.to - 1) into.after_zero_grad_bytes = bytes;
+    else if ((mark - this.from) % 2 === 0) into.after_forward_bytes.push(bytes);
+    else into.after_backward_bytes.push(bytes);
+  }
+}
+
+/**
  * Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed
  * runs]). This runs for every request of a recorded step: per storage its size, labels and category as it is
  * allocated; what rarely changes (the phase, whether frames that free memory on an exception are open, renames) is
@@ -261,21 +294,11 @@ export class RequestTape {
     const categories = this.categories;
     const allocatorLabels = this.allocatorLabels;
     const phaseStarts = this.phaseStarts;
-    let nextMark = markFrom;
-    const read = () => {
-      const bytes = cuda.allocator.allocatedBytes;
-      if (into === null) {
-        // marks outside a step: none are recorded
-      } else if (nextMark === markTo - 2) into.after_optimizer_step_bytes = bytes;
-      else if (nextMark === markTo - 1) into.after_zero_grad_bytes = bytes;
-      else if ((nextMark - markFrom) % 2 === 0) into.after_forward_bytes.push(bytes);
-      else into.after_backward_bytes.push(bytes);
-      nextMark++;
-    };
+    const marks = new MarkReader(cuda, markFrom, markTo, into);
     let phase = from < to ? this.phaseAt(from) : 0;
     if (from < to) cuda.phase = this.phaseNames[phase]!;
     for (let i = from; i < to; i++) {
-      while (nextMark < markTo && readAt[nextMark] === i) read();
+      while (marks.next < markTo && readAt[marks.next] === i) marks.read();
       if (phase + 1 < phaseStarts.length && phaseStarts[phase + 1] === i) cuda.phase = this.phaseNames[++phase]!;
       const r = requests[i]!;
       if (r < 0) cuda.freeStorage(previous[carriedFrom[-r - 1]!]!);
@@ -289,7 +312,7 @@ export class RequestTape {
         }
       } else cuda.freeStorage(current[r >> 1]!);
     }
-    while (nextMark < markTo) read();
+    while (marks.next < markTo) marks.read();
   }
 
   /**
@@ -303,19 +326,11 @@ export class RequestTape {
     const sizes = this.sizes;
     const allocatorLabels = this.allocatorLabels;
     const phaseStarts = this.phaseStarts;
-    let nextMark = markFrom;
-    const read = () => {
-      const bytes = cuda.allocator.allocatedBytes;
-      if (nextMark === markTo - 2) into.after_optimizer_step_bytes = bytes;
-      else if (nextMark === markTo - 1) into.after_zero_grad_bytes = bytes;
-      else if ((nextMark - markFrom) % 2 === 0) into.after_forward_bytes.push(bytes);
-      else into.after_backward_bytes.push(bytes);
-      nextMark++;
-    };
+    const marks = new MarkReader(cuda, markFrom, markTo, into);
     let phase = from < to ? this.phaseAt(from) : 0;
     if (from < to) cuda.phase = this.phaseNames[phase]!;
     for (let i = from; i < to; i++) {
-      while (nextMark < markTo && readAt[nextMark] === i) read();
+      while (marks.next < markTo && readAt[marks.next] === i) marks.read();
       if (phase + 1 < phaseStarts.length && phaseStarts[phase + 1] === i) cuda.phase = this.phaseNames[++phase]!;
       const r = requests[i]!;
       if (r < 0) cuda.freeBlock(previous[carriedFrom[-r - 1]!]!);
@@ -333,7 +348,7 @@ export class RequestTape {
         current[k] = null;
       }
     }
-    while (nextMark < markTo) read();
+    while (marks.next < markTo) marks.read();
   }
 
   /**

@@ -24,10 +24,9 @@ import { divScalar } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { Parameter } from '../../autograd/engine.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
-import { FULL_FINE_TUNING, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
+import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
@@ -73,13 +72,9 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const proj = linearModules(weights, tuning.lora);
-  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads, a forward hook on the input embeddings
-  // module making its output a leaf that requires grad (Gemma 3: the scaled embedding's output, Gemma 2: the
-  // lookup's, which the normalizer then multiplies). The leaf and its .grad live as long as the loss's graph.
-  const inputsRequireGrad = tuning.lora !== null && checkpointing !== false;
-  let graphLeaf: Parameter | null = null;
-  /** The leaf of the forward that just ran: its graph is the new loss's, alive until that loss is rebound. */
-  let newLeaf: Parameter | null = null;
+  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads, the input embeddings module's output a
+  // leaf (Gemma 3: the scaled embedding's output; Gemma 2: the lookup's, which the normalizer then multiplies)
+  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   const useCache = cfg.useCache && !checkpointing;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
@@ -277,11 +272,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       } else {
         inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
       }
-      const leaf = inputsRequireGrad ? new Parameter('inputs_embeds (enable_input_require_grads)', cuda.ref(inputsEmbeds), cuda) : null;
-      if (leaf) {
-        inputsEmbeds.requiresGrad = true;
-        inputsEmbeds.leaf = leaf;
-      }
+      inputsRequireGrad?.hook(rt, inputsEmbeds);
       const positions = positionIds(rt, t);
       const { full, sliding } = masks(rt, b, t, inputsEmbeds.dtype);
       // Gemma 2: one rotary embedding; Gemma 3: `for layer_type in self.config.layer_types:
@@ -329,18 +320,10 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       // the output object (logits, the cache) is dropped once `.loss` is read
       cuda.release(logits);
       for (const x of cache.splice(0)) cuda.release(x);
-      newLeaf = leaf;
       return loss;
     },
     releaseGraph(rt) {
-      // the previous loss was rebound: its graph, and with it the leaf's AccumulateGrad, the leaf and its .grad, go
-      if (graphLeaf) {
-        rt.cuda.release(graphLeaf.grad);
-        rt.cuda.release(graphLeaf.tensor);
-        graphLeaf.grad = null;
-      }
-      graphLeaf = newLeaf;
-      newLeaf = null;
+      inputsRequireGrad?.releaseGraph(rt);
     },
   };
 }

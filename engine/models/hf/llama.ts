@@ -28,8 +28,7 @@ import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.t
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
-import { FULL_FINE_TUNING, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
-import { Parameter } from '../../autograd/engine.ts';
+import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { sparseMoeBlock } from './mixtral-moe.ts';
 
 export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: FineTuning = FULL_FINE_TUNING): TrainableModel {
@@ -83,12 +82,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const proj = linearModules(weights, tuning.lora);
   const layerModules = Array.from({ length: cfg.layers }, (_, i) => layerModuleNames(i));
   const useCache = cfg.useCache && !checkpointing;
-  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf that
-  // requires grad). The leaf and its .grad belong to the graph, which the loss holds until it is rebound.
-  const inputsRequireGrad = tuning.lora !== null && checkpointing !== false;
-  let graphLeaf: Parameter | null = null;
-  /** The leaf of the forward that just ran: its graph is the new loss's, alive until that loss is rebound. */
-  let newLeaf: Parameter | null = null;
+  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
+  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
   // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window
@@ -337,11 +332,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
-      const leaf = inputsRequireGrad ? new Parameter('inputs_embeds (enable_input_require_grads)', cuda.ref(inputsEmbeds), cuda) : null;
-      if (leaf) {
-        inputsEmbeds.requiresGrad = true;
-        inputsEmbeds.leaf = leaf;
-      }
+      inputsRequireGrad?.hook(rt, inputsEmbeds);
       const positions = positionIds(rt, t);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : windowMask ? slidingWindowMask(rt, b, t) : null;
@@ -358,18 +349,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       // the output object (logits, the cache) is dropped once `.loss` is read
       cuda.release(logits);
       for (const x of cache.splice(0)) cuda.release(x);
-      newLeaf = leaf;
       return loss;
     },
     releaseGraph(rt) {
-      // the previous loss was rebound: its graph, and with it the leaf's AccumulateGrad, the leaf and its .grad, go
-      if (graphLeaf) {
-        rt.cuda.release(graphLeaf.grad);
-        rt.cuda.release(graphLeaf.tensor);
-        graphLeaf.grad = null;
-      }
-      graphLeaf = newLeaf;
-      newLeaf = null;
+      inputsRequireGrad?.releaseGraph(rt);
     },
   };
 }

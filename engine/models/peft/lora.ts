@@ -16,6 +16,7 @@
  * - With gradient checkpointing on, `PeftModel.__init__` calls `enable_input_require_grads()`: the input
  *   embedding's output is made a leaf that requires grad (the models handle that, see `inputsRequireGrad`).
  */
+import { Parameter } from '../../autograd/engine.ts';
 import { InputError } from '../../errors.ts';
 import { addTensors, mulScalar, toDType } from '../../ops/elementwise.ts';
 import { linear } from '../../ops/linear.ts';
@@ -183,4 +184,41 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
   return model;
+}
+
+/**
+ * `enable_input_require_grads()`, which `PeftModel.__init__` calls on a model that checkpoints: a forward hook on
+ * the input embeddings module makes its output a leaf that requires grad (so that the checkpointed blocks see an
+ * input that needs a gradient). The leaf and its .grad belong to the graph, which the loss holds until it is rebound.
+ */
+export class InputsRequireGrad {
+  /** The leaf of the graph the current loss holds. */
+  private graphLeaf: Parameter | null = null;
+  /** The leaf of the forward that just ran: its graph is the new loss's, alive until that loss is rebound. */
+  private newLeaf: Parameter | null = null;
+
+  /** Whether the plan's fine-tuning turns it on: LoRA on a model that checkpoints. */
+  static of(tuning: FineTuning, checkpointing: unknown): InputsRequireGrad | null {
+    return tuning.lora !== null && checkpointing !== false ? new InputsRequireGrad() : null;
+  }
+
+  /** The hook: the input embeddings module's output becomes a leaf that requires grad. */
+  hook(rt: Runtime, inputsEmbeds: Tensor): void {
+    const leaf = new Parameter('inputs_embeds (enable_input_require_grads)', rt.cuda.ref(inputsEmbeds), rt.cuda);
+    inputsEmbeds.requiresGrad = true;
+    inputsEmbeds.leaf = leaf;
+    this.newLeaf = leaf;
+  }
+
+  /** The previous loss was rebound: its graph, and with it the leaf's AccumulateGrad, the leaf and its .grad, go. */
+  releaseGraph(rt: Runtime): void {
+    const leaf = this.graphLeaf;
+    if (leaf) {
+      rt.cuda.release(leaf.grad);
+      rt.cuda.release(leaf.tensor);
+      leaf.grad = null;
+    }
+    this.graphLeaf = this.newLeaf;
+    this.newLeaf = null;
+  }
 }
