@@ -3,15 +3,22 @@
  * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target; then
  * the same commands without their advice (`--no-advice`). Also when the answer is printed: `simulate` and
  * `max-batch` print it before they simulate the advice.
+ * The command timed is the one `npm run build` makes (dist/cli/memplan.js: what `memplan` runs once installed or
+ * linked), built here first from the current source; the last row runs the TypeScript itself, as
+ * `npm run memplan` and `node cli/memplan.ts` do, which compiles ~90 modules on start.
  * Run by `npm run bench` (bench/run.ts) and on its own: `node bench/cli.ts [runs]`.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const runs = Number(process.argv[2] ?? 3);
-const cli = new URL('../cli/memplan.ts', import.meta.url).pathname;
+const root = new URL('..', import.meta.url).pathname;
+const built = new URL('../dist/cli/memplan.js', import.meta.url).pathname;
+const source = new URL('../cli/memplan.ts', import.meta.url).pathname;
+const build = spawnSync(process.execPath, [new URL('../node_modules/rolldown/bin/cli.mjs', import.meta.url).pathname, '-c', 'rolldown.config.ts'], { cwd: root, encoding: 'utf8' });
+if (build.status !== 0) throw new Error(`building the command failed: ${build.stderr}`);
 const dir = mkdtempSync(join(tmpdir(), 'memplan-bench-'));
 
 const plan = (name: string, model: unknown, training: Record<string, unknown>, gpu: Record<string, unknown>) => {
@@ -44,7 +51,7 @@ const llama405 = (cap: number) =>
     { memory_limit_bytes: cap },
   );
 
-const rows: { label: string; args: string[]; target: string }[] = [
+const rows: { label: string; args: string[]; target: string; cli?: string }[] = [
   { label: 'GPT-2 XL (batch 4, seq 1024, AMP bf16, AdamW) `simulate`', args: ['simulate', xl], target: '<= 0.2 s' },
   { label: 'GPT-2 XL `max-batch` on an 80 GiB cap', args: ['max-batch', xl80], target: '<= 0.5 s' },
   { label: 'Llama-2-70B-shaped (bf16, batch 1, seq 4096, checkpointing) `simulate`', args: ['simulate', llama70(2 * TiB)], target: '<= 0.4 s' },
@@ -57,10 +64,12 @@ const rows: { label: string; args: string[]; target: string }[] = [
   { label: 'GPT-2 XL `max-batch --no-advice` on an 80 GiB cap', args: ['max-batch', xl80, '--no-advice'], target: '' },
   { label: 'Llama-2-70B-shaped `simulate --no-advice`', args: ['simulate', llama70(2 * TiB), '--no-advice'], target: '' },
   { label: 'Llama-2-70B-shaped `max-batch --no-advice` on 2 TiB', args: ['max-batch', llama70(2 * TiB), '--no-advice'], target: '' },
+  // The TypeScript run from source (`npm run memplan`, `node cli/memplan.ts`): the same work, more start-up.
+  { label: 'GPT-2 XL `simulate`, from source (`node cli/memplan.ts`)', args: ['simulate', xl], target: '', cli: source },
 ];
 
 /** One run: seconds to the first output (the answer: the advice and the trials follow) and to the process's end. */
-const timed = (args: string[]) =>
+const timed = (args: string[], cli = built) =>
   new Promise<{ first: number; total: number }>((resolve, reject) => {
     const start = performance.now();
     let first = NaN;
@@ -81,7 +90,7 @@ console.log('|---|---|---|---|');
 try {
   for (const row of rows) {
     const times: { first: number; total: number }[] = [];
-    for (let i = 0; i < runs; i++) times.push(await timed(row.args));
+    for (let i = 0; i < runs; i++) times.push(await timed(row.args, row.cli));
     const totals = times.map((t) => t.total).sort((a, b) => a - b);
     console.log(`| ${row.label} | ${median(totals).toFixed(2)} s (${totals.map((t) => t.toFixed(2)).join(', ')}) | ${median(times.map((t) => t.first)).toFixed(2)} s | ${row.target || '-'} |`);
   }
