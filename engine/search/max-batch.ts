@@ -257,6 +257,10 @@ export function bytesPerSample(trials: readonly Trial[]): number | null {
  *   cap: about the largest that fits when that overhead stays. Near the cap release-and-retry frees cached
  *   blocks and the overhead shrinks (Llama 2 70B with expandable segments: 113 GiB at 193, 3 GiB at 236), so
  *   the truth lies between the two aims.
+ * When the start itself runs out, the next trial is kMonotonicGap below it (the accumulation variant of Llama 2
+ * 70B at the plan's 193 runs out and its answer is 189: halving tried 96, 144, 168, 180 and 186 before it reached
+ * the boundary, 15 trials in all; from 173 the aim brackets it at 188-190 in three, 12 in all), then half of it
+ * while nothing fits.
  * When an aim falls at or past a batch that ran out, or aiming has not halved the bracket in two trials, the
  * search bisects. Aiming stops when the bracket is narrower than kAimWithin of its fitting batch.
  *
@@ -294,7 +298,9 @@ function* aim(cap: number, options: MaxBatchOptions, trials: Trials, start: Sear
     }
     const slope = bytesPerSample(trials.trials) ?? start.bytesPerSample;
     const fit = byBatch.get(lo);
-    if (!fit) next = Math.floor(hi / 2);
+    // The start ran out: a variant's answer is usually near the plan's, so first kMonotonicGap below it (a batch
+    // that fits there lets the search infer every batch below its own kMonotonicGap band), then halving.
+    if (!fit) next = probes === 1 ? Math.floor(hi * (1 - kMonotonicGap)) : Math.floor(hi / 2);
     else if (slope === null) next = hi <= upper ? Math.floor((lo + hi) / 2) : lo * 2;
     else next = lo + Math.floor((cap - (t.fits ? fit.peak_allocated_bytes : fit.peak_reserved_bytes)) / slope);
     // An aim at or past a batch that ran out says the line is wrong here: bisect.

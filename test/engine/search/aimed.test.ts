@@ -35,6 +35,19 @@ describe('aimed searches', () => {
     expect(aimedTrials).toBeLessThan(doublingTrials);
   });
 
+  it('from a start that runs out, tries kMonotonicGap below it next and answers as the doubling search (MLP example, started 5% above its answer)', () => {
+    const device = planGpu(mlp);
+    const search = findMaxBatch(mlp, { device });
+    const startBatch = Math.floor(search.max_batch * 1.05);
+    const aimed = largestBatch(mlp, { device }, { batch: startBatch, bytesPerSample: bytesPerSample(search.trials) });
+    expect(aimed.max_batch).toBe(search.max_batch);
+    expect(aimed.trials.slice(0, 2).map((t) => [t.batch, t.fits])).toEqual([
+      [startBatch, false],
+      [Math.floor(startBatch * 0.9), true],
+    ]);
+    expect(aimed.trials.length).toBeLessThan(search.trials.length);
+  });
+
   it('answers as the doubling search where fit is not monotonic far above the plan (MLP with expandable segments: fits at 648,609 and again at 648,628)', () => {
     const device = planGpu(mlp);
     const search = findMaxBatch(mlp, { device });
