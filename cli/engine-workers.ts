@@ -121,6 +121,9 @@ export class EngineWorkers {
   private gone(worker: Worker, error: Error): void {
     const w = this.workers.indexOf(worker);
     if (w < 0) return;
+    // The work goes on without it (the main thread takes its job): said only when asked (a broken install would
+    // otherwise only be slower).
+    if (process.env['MEMPLAN_DEBUG'] === '1') process.stderr.write(`memplan: a worker thread stopped (${error.message}); its work runs on the main thread\n`);
     this.workers.splice(w, 1);
     const i = this.idle.indexOf(worker);
     if (i >= 0) this.idle.splice(i, 1);

@@ -10,7 +10,7 @@
  * each file's contents, so every later process reads them back: `memplan presets` takes 90 ms from then on.
  * Only modules loaded after the call are cached, hence this file and the dynamic import. Node older than 22.1 has
  * no compile cache and runs as before; NODE_DISABLE_COMPILE_CACHE=1 turns it off. The built command
- * (`npm run build`: rolldown.config.ts) is this file and three bundles, no TypeScript to strip and no module graph
+ * (`npm run build`: rolldown.config.ts) is this file and a few bundles, no TypeScript to strip and no module graph
  * to resolve: `memplan presets` takes about 50 ms there (20 ms of it Node's own start).
  */
 import * as nodeModule from 'node:module';

@@ -1,6 +1,6 @@
 /** The memplan command as a user runs it: exit codes, messages, JSON. */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -124,6 +124,27 @@ describe('memplan', () => {
     const r = spawnSync(process.execPath, [join(root, 'dist/cli/memplan.js'), '--version'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
   });
+
+  it('built, answers as the source does, with its worker threads too (the bundle starts them from dist/cli/)', () => {
+    // --gpu all starts the workers whatever a trial takes (cli/engine-workers.ts)
+    const args = ['max-batch', join(root, 'examples/mlp-fp16.plan.json'), '--gpu', 'all', '--no-advice', '--json'];
+    const fromSource = memplan(...args);
+    expect(fromSource.code).toBe(0);
+    const env = { ...process.env, MEMPLAN_DEBUG: '1' }; // a worker that stops says so
+    for (const threads of ['1', '2']) {
+      const r = spawnSync(process.execPath, [join(root, 'dist/cli/memplan.js'), ...args, '--threads', threads], { encoding: 'utf8', env });
+      expect(r.stderr, threads).toBe('');
+      expect(r.status, threads).toBe(0);
+      expect(JSON.parse(r.stdout), threads).toEqual(JSON.parse(fromSource.stdout));
+    }
+    // Without the worker's bundle the workers stop (and the answer is the same): the run above used them.
+    const copy = join(scratch, 'dist-without-worker');
+    cpSync(join(root, 'dist'), copy, { recursive: true });
+    rmSync(join(copy, 'cli/engine-worker.js'));
+    const r = spawnSync(process.execPath, [join(copy, 'cli/memplan.js'), ...args, '--threads', '2'], { encoding: 'utf8', env });
+    expect(r.stderr).toMatch(/a worker thread stopped/);
+    expect(JSON.parse(r.stdout)).toEqual(JSON.parse(fromSource.stdout));
+  }, 60_000);
 });
 
 describe('memplan simulate and max-batch', () => {
