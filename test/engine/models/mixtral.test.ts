@@ -4,6 +4,7 @@
  * is, the 3-D weights' gradients, the configs it reads or refuses, the caveats, and the real largest batch of an H100
  * search. test/engine/train/calibration.test.ts compares 3 H100 recordings event by event.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
@@ -13,6 +14,9 @@ import { radixSortTempBytes } from '../../../engine/ops/embedding.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { allocationsOf, backwardStart, first, type Alloc } from './allocations.ts';
 import { caveatsText } from '../../../cli/caveats.ts';
+import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
+import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
+import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 
 const B = 2;
 const T = 128;
@@ -250,4 +254,54 @@ describe('the largest batch of a real search on the H100 (PyTorch 2.11, transfor
     }
     expect(r.trials.find((t) => t.batch === 20)!.peak_reserved_bytes).toBe(real[20]!.peakReserved);
   }, 60_000);
+});
+
+describe('how the model was loaded moves its segments, and with them the reserved peak (H100 recordings)', () => {
+  // mixtral_4l_amp_bf16_ckpt built as memplan_measure.py builds it (from_config on the CPU, 3 steps) and loaded as
+  // users load a checkpoint (from_pretrained of one a process of its own saved, 6 steps); each way gave the same
+  // peaks in 3 fresh processes (test/fixtures/device/h100_materialization.json)
+  const calibration = new URL('../../fixtures/calibration/', import.meta.url);
+  const recording = (name: string) => ({
+    meta: JSON.parse(readFileSync(new URL(`${name}.json`, calibration), 'utf8')) as { plan: unknown; peak_allocated_bytes: number; peak_reserved_bytes: number },
+    snapshot: readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, calibration))),
+  });
+  const fromConfig = recording('mixtral_4l_amp_bf16_ckpt');
+  const fromPretrained = recording('mixtral_4l_amp_bf16_ckpt_pretrained');
+  /** The allocations and frees in order, without where segments came from; up to the recording's last run of frees (its teardown). */
+  const requests = (events: readonly { action: string; addr: number; size: number }[]) => {
+    const all = comparableTrace(events).filter((e) => !e.startsWith('segment'));
+    let end = all.length;
+    while (end > 0 && all[end - 1]!.startsWith('free')) end--;
+    return all.slice(0, end);
+  };
+
+  it('the GPU is asked for the same allocations and frees either way, and memplan asks for them too', () => {
+    const config = requests(fromConfig.snapshot.trace);
+    const pretrained = requests(fromPretrained.snapshot.trace);
+    expect(config.length).toBeGreaterThan(3000);
+    expect(pretrained.slice(0, config.length)).toEqual(config);
+    const plan = parsePlan(fromPretrained.meta.plan);
+    const events: { action: string; addr: number; size: number }[] = [];
+    simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+    expect(requests(events).slice(0, pretrained.length)).toEqual(pretrained);
+  }, 30_000);
+
+  it("replayed with its own segments' addresses, each recording reserves what PyTorch did: 8.56 and 8.37 GiB", () => {
+    for (const { meta, snapshot } of [fromConfig, fromPretrained]) {
+      const report = replaySnapshot(snapshot, { allocConf: '' });
+      expect(report.firstMismatch).toBeNull();
+      expect(report.simPeakAllocatedBytes).toBe(meta.peak_allocated_bytes);
+      expect(report.simPeakReservedBytes).toBe(meta.peak_reserved_bytes);
+    }
+    expect(fromConfig.meta.peak_allocated_bytes).toBe(fromPretrained.meta.peak_allocated_bytes);
+    expect(fromConfig.meta.peak_reserved_bytes / fromPretrained.meta.peak_reserved_bytes).toBeCloseTo(1.0226, 4);
+  }, 30_000);
+
+  it('memplan, placing segments top-down, reserves more than either: +2.9% and +5.2%', () => {
+    const plan = parsePlan(fromPretrained.meta.plan);
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false });
+    expect(r.peak_allocated_bytes).toBe(fromPretrained.meta.peak_allocated_bytes);
+    expect(r.peak_reserved_bytes / fromConfig.meta.peak_reserved_bytes).toBeCloseTo(1.0285, 3);
+    expect(r.peak_reserved_bytes / fromPretrained.meta.peak_reserved_bytes).toBeCloseTo(1.0518, 3);
+  }, 30_000);
 });

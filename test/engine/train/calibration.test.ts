@@ -74,6 +74,9 @@ const NEAR: Record<string, { allocated: number; reserved: number }> = {
   mixtral_4l_bf16_adamw_s512: { allocated: 0.01, reserved: 0.01 },
   // allocated exact; a 250 MB cross-entropy block finds no free segment in step 2 (+2.9% reserved)
   mixtral_4l_amp_bf16_ckpt: { allocated: 0.01, reserved: 0.03 },
+  // the same plan loaded with from_pretrained: the driver placed its segments elsewhere again, and PyTorch reserved
+  // 2.2% less than from_config's run (test/engine/models/mixtral.test.ts); memplan +5.2%
+  mixtral_4l_amp_bf16_ckpt_pretrained: { allocated: 0.0001, reserved: 0.053 },
 };
 
 function load(name: string) {
@@ -149,5 +152,33 @@ describe('the breakdown at the peak', () => {
     expect(held.parameter).toBeGreaterThanOrEqual(r.model.parameter_bytes);
     expect(held.optimizer_state).toBeGreaterThanOrEqual(2 * r.model.parameter_bytes); // Adam: exp_avg and exp_avg_sq
     expect(r.largest_at_peak[0]!.bytes).toBeGreaterThanOrEqual(r.largest_at_peak.at(-1)!.bytes);
+  });
+});
+
+describe('against runs that loaded the model as users do (from_pretrained, then .to("cuda"))', () => {
+  // test/fixtures/device/h100_materialization.json: the calibration plans of issue 14, each loaded from a checkpoint
+  // that a process of its own saved; memplan models this path. mixtral_4l_amp_bf16_ckpt is the one whose segments'
+  // placement moves its reserved peak (test/engine/models/mixtral.test.ts)
+  const runs = (JSON.parse(readFileSync(new URL('../../fixtures/device/h100_materialization.json', import.meta.url), 'utf8')) as {
+    runs: { plan: string; materialized: string; status: string; peak_allocated_bytes: number; peak_reserved_bytes: number; step_peak_reserved_bytes: number[] }[];
+  }).runs.filter((r) => r.materialized === 'from_pretrained' && r.status === 'ok');
+  const seen = new Set<string>();
+  for (const run of runs) {
+    if (seen.has(run.plan)) continue; // repeats gave the same peaks
+    seen.add(run.plan);
+    it(`${run.plan}: peaks within 1% (allocated) and 1% (reserved)${run.plan === 'mixtral_4l_amp_bf16_ckpt' ? ', reserved 5.2% above' : ''}`, () => {
+      const file = new URL(`../../../resources/measure/scenarios/calibration/${run.plan}.json`, import.meta.url);
+      const plan = JSON.parse(readFileSync(file, 'utf8')) as { training: Record<string, unknown> };
+      plan.training.steps = run.step_peak_reserved_bytes.length;
+      const parsed = parsePlan(plan);
+      const r = simulate(parsed, { device: planGpu(parsed), untilSteady: false });
+      const allocatedError = Math.abs(r.peak_allocated_bytes / run.peak_allocated_bytes - 1);
+      const reservedError = Math.abs(r.peak_reserved_bytes / run.peak_reserved_bytes - 1);
+      expect(allocatedError).toBeLessThanOrEqual(0.01);
+      expect(reservedError).toBeLessThanOrEqual(run.plan === 'mixtral_4l_amp_bf16_ckpt' ? 0.053 : 0.01);
+    });
+  }
+  it('covers Gemma, Mixtral, Phi-3, Qwen3 and LoRA', () => {
+    for (const family of ['gemma2', 'gemma3', 'mixtral', 'phi3', 'qwen3', 'lora_']) expect([...seen].some((p) => p.startsWith(family)), family).toBe(true);
   });
 });
