@@ -35,11 +35,7 @@ export function caveatsText(c: Caveats): string[] {
         grounds.push('amp_fp16: every step is assumed to update (a run whose first steps overflow fits slightly more)');
         break;
       case 'family_not_measured':
-        grounds.push(
-          i.family === 'mixtral'
-            ? "Mixtral is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3%) and one real largest-batch search, not yet at a published size"
-            : `${i.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3'} is simulated from transformers' source, checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size`,
-        );
+        grounds.push("Mixtral is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3%) and one real largest-batch search, not yet at a published size");
         break;
       case 'known_gap':
         grounds.push('reentrant checkpointing of ViT reserves about 5% less than measured (docs/engine.md)');

@@ -174,7 +174,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
   // Until the first backward the device offers the allocator all but the context; then autograd's thread takes
   // training_threads_bytes for its library handles (Note [Library handles]).
-  const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes);
+  // Segments land where the CUDA driver puts them (Note [cudaMalloc placement]); on the unbounded GPU of
+  // `needed_bytes`, whose expandable segments would each reserve 72 TiB of addresses, more than a process has,
+  // they are handed out top-down from the highest address
+  const placement = spec.total_memory_bytes >= kUnboundedMemoryBytes ? 'top-down' : 'cuda-driver';
+  const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes, placement);
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),
     device: deviceMemory,

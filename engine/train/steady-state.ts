@@ -17,12 +17,12 @@
  * step limit.
  *
  * Recorded for 12 steps in fresh processes (recordings/resnet18_fp32_sgd_224_cap2g_b8{4,5,6}_12steps, b87_6steps_run1/2):
- * at 85 and 86 memplan reproduces every step's peaks to the byte, step 5 rising above step 4 at 86. At 84 and 87 it
- * does not, and the cause is not the step count: the CUDA driver placed the 9th to 12th segments upwards into a
- * gap (the same relative addresses in two processes), memplan places every segment top-down
- * (allocator/device-memory.ts), so two equal 66 MiB segments are ordered the other way, a 1,179,648 B weight
- * gradient in step 1's backward takes the other one's free tail (best fit breaks ties by address), and memplan runs
- * out in step 3 at 87 (real: step 5) and in step 7 at 84 (real: fits 12 steps).
+ * at 85 and 86 memplan reproduces every step's peaks to the byte, step 5 rising above step 4 at 86. At 87 memplan
+ * runs out in step 5, as both processes did, with segments placed as the CUDA driver places them (Note [cudaMalloc
+ * placement]; placed top-down, two equal 66 MiB segments were ordered the other way, a 1,179,648 B weight gradient
+ * in step 1's backward took the other one's free tail, and memplan ran out in step 3). At 84 memplan runs out in
+ * step 7 where the H100 ran 12 steps (not the step count: the simulation runs them; the allocation that differs is
+ * not yet found).
  */
 import type { Block } from '../allocator/block.ts';
 import type { CachingAllocator } from '../allocator/caching-allocator.ts';

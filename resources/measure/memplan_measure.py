@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 import traceback
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -545,6 +546,28 @@ def _dtype_keyword(transformers_version: str) -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
+def _json_numbers_as_declared(config_class, values: dict) -> dict:
+    """A config.json written by JavaScript (memplan's app and CLI) has no `30.0`: a float field with a whole value
+    reads back as an int, which transformers' strict config dataclasses (5.x) refuse ("expected float, got int").
+    Such ints become floats, as they were in the model's own config.json."""
+    hints = {}
+    for cls in reversed(config_class.__mro__):
+        names = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+        for name, annotation in vars(cls).get("__annotations__", {}).items():
+            try:  # one at a time: typing.get_type_hints fails on a whole class for one unresolved name
+                hints[name] = eval(annotation, {"torch": torch, **names}) if isinstance(annotation, str) else annotation
+            except Exception:
+                hints.pop(name, None)
+    out = dict(values)
+    for key, value in values.items():
+        if type(value) is not int or key not in hints:
+            continue
+        allowed = typing.get_args(hints[key]) or (hints[key],)
+        if float in allowed and int not in allowed:
+            out[key] = float(value)
+    return out
+
+
 def _hf_workload(config_dict: dict, training: dict) -> Workload:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -553,7 +576,8 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
     if model_type not in CONFIG_MAPPING:
         raise PlanError("model.hf_config.model_type", f"transformers {transformers.__version__} has no {model_type!r}")
     # What AutoConfig.from_pretrained does with the contents of a config.json.
-    config = CONFIG_MAPPING[model_type].from_dict(dict(config_dict))
+    config_class = CONFIG_MAPPING[model_type]
+    config = config_class.from_dict(_json_numbers_as_declared(config_class, config_dict))
     max_positions = getattr(config, "max_position_embeddings", None)
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")

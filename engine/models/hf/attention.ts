@@ -17,12 +17,14 @@ export type AttentionImpl = 'sdpa' | 'eager';
 
 /**
  * `t.view(B, T, H, D).transpose(1, 2)`: two views. When the gradient will arrive in [B, H, T, D] memory order
- * (`gradInHeadOrder`), ViewBackward0's `grad.reshape(B, T, H*D)` of its transpose is a copy.
+ * (`gradInHeadOrder`), ViewBackward0's `grad.reshape(B, T, H*D)` of its transpose is a copy, unless there is one
+ * head: [B, 1, T, D] and [B, T, 1, D] are then the same memory order, and the reshape is a view (measured: Gemma 3
+ * 1B's single key/value head, gemma3_6l_bf16_adamw_s1024).
  */
 export function splitHeads(rt: Runtime, t: Tensor, heads: number, headDim: number, gradInHeadOrder: boolean, label: string): Tensor {
   const { cuda, autograd } = rt;
   const [b, s] = t.shape as [number, number];
-  const viewed = gradInHeadOrder ? viewCopyingGrad(rt, t, [b, s, heads, headDim], label, 'ViewBackward0') : autograd.view('ViewBackward0', t, [b, s, heads, headDim]);
+  const viewed = gradInHeadOrder && heads !== 1 ? viewCopyingGrad(rt, t, [b, s, heads, headDim], label, 'ViewBackward0') : autograd.view('ViewBackward0', t, [b, s, heads, headDim]);
   const out = autograd.view('TransposeBackward0', viewed, [b, heads, s, headDim]);
   cuda.release(viewed);
   return out;
@@ -80,6 +82,20 @@ export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl'
 }
 
 /**
+ * transformers' `repeat_kv`: `x[:, :, None].expand(B, KV, n_rep, T, D).reshape(B, KV * n_rep, T, D)`. The reshape
+ * copies ([B, H, T, D], contiguous) unless there is one key/value head (multi-query attention: Gemma 3 1B): the
+ * expanded dimension then merges with a dimension of size 1 and the result is a view, nothing allocated (measured:
+ * lora_gemma3_1b_bf16_all_linear_s512, gemma3_6l_*). Either way ExpandBackward0 sums the repeats back to x's shape.
+ */
+function repeatKv(rt: Runtime, x: Tensor, heads: number, label: string): Tensor {
+  if (x.shape[1] !== 1) return repeatHeads(rt, x, heads, label);
+  const { cuda, autograd } = rt;
+  const out = cuda.view(x, [x.shape[0]!, heads, x.shape[2]!, x.shape[3]!]);
+  autograd.record('ExpandBackward0', [x], [out], [], ([grad]) => [grad ? cuda.sumTo(grad, x.shape, `grad of ${label} (repeats summed)`) : null]);
+  return out;
+}
+
+/**
  * The attention of q [B, H, T, D] over k, v; returns `attn_output.transpose(1, 2)` made contiguous and reshaped
  * to [B, T, H*D], as the models then use it (sdpa: views, the output being in that order already; eager: a copy),
  * and the attention weights eager attention also returns (the caller holds them until it returns).
@@ -88,11 +104,10 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   const { cuda, autograd } = rt;
   const [b, h, t, d] = q.shape as [number, number, number, number];
   if (call.impl === 'sdpa') {
-    // With a mask (a sliding window), `use_gqa_in_sdpa` is false: repeat_kv first (contiguous [B, H, T, D] copies,
-    // locals of sdpa_attention_forward)
+    // With a mask (a sliding window), `use_gqa_in_sdpa` is false: repeat_kv first (locals of sdpa_attention_forward)
     const repeat = call.mask !== null && k.shape[1] !== h;
-    const kr = repeat ? repeatHeads(rt, k, h, `${call.label} key`) : cuda.ref(k);
-    const vr = repeat ? repeatHeads(rt, v, h, `${call.label} value`) : cuda.ref(v);
+    const kr = repeat ? repeatKv(rt, k, h, `${call.label} key`) : cuda.ref(k);
+    const vr = repeat ? repeatKv(rt, v, h, `${call.label} value`) : cuda.ref(v);
     // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
     const [qc, kc, vc] = castLower(rt, [q, kr, vr], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
     const backend = sdpaBackend(qc!.dtype, qc!.shape[1]!, kc!.shape[1]!, call.device);

@@ -1,11 +1,11 @@
 /**
  * `Gemma2ForCausalLM` and `Gemma3ForCausalLM` (transformers 5.x modeling_gemma2.py, modeling_gemma3.py; Gemma 3's
- * text model is Gemma 2's with q/k norms, a scaled-embedding module and a rotary embedding per layer type) trained
- * as `model(input_ids=ids, labels=ids).loss`. Implemented from the source; checked against 6 small H100 recordings
- * by their peaks only (test/fixtures/calibration/gemma*: within 0.4%; the caveat `family_not_measured`, docs/engine.md).
+ * text model is Gemma 2's with q/k norms and a rotary embedding per layer type) trained as
+ * `model(input_ids=ids, labels=ids).loss`. Implemented from the source and checked against H100 recordings
+ * (test/fixtures/calibration/gemma*, lora_gemma*: 4- and 6-layer cuts and the published Gemma 2 2B and Gemma 3 1B).
  *
- * Parameters in `Module._apply` order: embed_tokens (Gemma 3: then its `embed_scale` buffer, a 0-dim tensor in
- * the default dtype of the model's construction), per layer self_attn (q, k, v, o projections; Gemma 3 then q_norm
+ * Parameters in `Module._apply` order: embed_tokens (then its `embed_scale` buffer, a 0-dim tensor in the default
+ * dtype of the model's construction), per layer self_attn (q, k, v, o projections; Gemma 3 then q_norm
  * and k_norm [head_dim]), mlp (gate, up, down), input_layernorm, post_attention_layernorm,
  * pre_feedforward_layernorm, post_feedforward_layernorm; norm; the rotary buffers (Gemma 2: inv_freq and
  * original_inv_freq; Gemma 3: both for each layer type, `{type}_inv_freq` with its own base: rope_local_base_freq
@@ -13,9 +13,8 @@
  *
  * Forward (Gemma2Model.forward, which Gemma3TextModel follows): the embedding; position ids; the two masks
  * (`create_causal_mask` for global layers, `create_sliding_window_causal_mask` for sliding ones); the rotary cos/sin
- * (Gemma 3: one pair per entry of `config.layer_types`, each replacing the previous pair of its type); Gemma 2 then
- * scales the embedding by `torch.tensor(hidden_size ** 0.5, dtype=...)`, a CPU scalar; the layers; the final norm;
- * lm_head; the final logit soft-capping; ForCausalLMLoss.
+ * (Gemma 3: one pair per kind of layer in `config.layer_types`, `set(...)` of them); the layers; the final norm;
+ * lm_head; the final logit soft-capping; ForCausalLMLoss. Both scale the embedding inside the embedding module.
  */
 import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
@@ -41,9 +40,11 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   const p = (name: string, shape: number[], d: DType = dtype, buffer = false) => params.push({ name, shape, dtype: d, ...(buffer ? { buffer } : {}) });
   const lin = (path: string, out: number, inp: number, bias: boolean) => params.push(...linearParameters(path, out, inp, bias, dtype, tuning));
   p('model.embed_tokens.weight', [cfg.vocabSize, cfg.hidden]);
-  // Gemma3TextScaledWordEmbedding: `register_buffer("embed_scale", torch.tensor(embed_scale))`, made while
-  // from_pretrained/from_config has set the default dtype to the model's: fp32 for fp32 and AMP, else bf16/fp16
-  if (g3) p('model.embed_tokens.embed_scale', [], dtype, true);
+  // The scaled word embedding: `register_buffer("embed_scale", torch.tensor(embed_scale))`, made while
+  // from_pretrained/from_config has set the default dtype to the model's: fp32 for fp32 and AMP, else bf16/fp16.
+  // Gemma 2 has it too in transformers 5.17 (Gemma2Model: `Gemma2TextScaledWordEmbedding(...,
+  // embed_scale=hidden_size**0.5)`): its recordings move a 2-byte tensor to the GPU right after the embedding's weight
+  p('model.embed_tokens.embed_scale', [], dtype, true);
   for (let i = 0; i < cfg.layers; i++) {
     const l = `model.layers.${i}`;
     lin(`${l}.self_attn.q_proj`, cfg.heads * hd, cfg.hidden, cfg.attentionBias);
@@ -262,36 +263,22 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     loss(rt, [ids]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
-      let inputsEmbeds: Tensor;
-      if (g3) {
-        // Gemma3TextScaledWordEmbedding.forward: `super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)`:
-        // the buffer is already in the weight's dtype; MulBackward0 saves it (0-dim), the lookup dies at once
-        const looked = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
-        inputsEmbeds = mul(rt, looked, w('model.embed_tokens.embed_scale'), 'model.embed_tokens * embed_scale');
-        cuda.release(looked);
-      } else {
-        inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
-      }
+      // The scaled embedding's forward: `super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)`: the
+      // buffer is already in the weight's dtype; MulBackward0 saves it (0-dim), the lookup dies at once
+      const looked = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
+      const inputsEmbeds = mul(rt, looked, w('model.embed_tokens.embed_scale'), 'model.embed_tokens * embed_scale');
+      cuda.release(looked);
       inputsRequireGrad?.hook(rt, inputsEmbeds);
       const positions = positionIds(rt, t);
       const { full, sliding } = masks(rt, b, t, inputsEmbeds.dtype);
-      // Gemma 2: one rotary embedding; Gemma 3: `for layer_type in self.config.layer_types:
-      // position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)`, once per
-      // layer, each pair replacing (and freeing, sin first) the previous one of its type
+      // Gemma 2: one rotary embedding; Gemma 3 (transformers 5.17): `for layer_type in set(self.config.layer_types):
+      // position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)`, one cos/sin
+      // pair per kind of layer, all kept through the layers (a set's order varies by process: the pairs are of one
+      // size, so memory does not depend on it; measured: lora_gemma3_1b_bf16_all_linear_s512, two pairs for 26 layers)
       const rope = new Map<GemmaLayerType | null, [Tensor, Tensor]>();
-      for (const kind of g3 ? cfg.layerTypes : [null]) {
-        const pair = rotaryCosSin(rt, w(invFreqName(kind)), t, hd, inputsEmbeds.dtype);
-        const old = rope.get(kind);
-        rope.set(kind, pair);
-        if (old) {
-          cuda.release(old[1]);
-          cuda.release(old[0]);
-        }
-      }
+      for (const kind of ropeKinds) rope.set(kind, rotaryCosSin(rt, w(invFreqName(kind)), t, hd, inputsEmbeds.dtype));
       const ropeOf = (i: number) => rope.get(g3 ? cfg.layerTypes[i]! : null)!;
-      // Gemma 2: `normalizer = torch.tensor(hidden_size**0.5, dtype=hidden_states.dtype)` is a CPU scalar: the
-      // product is one new tensor, MulBackward0 saves only the CPU scalar; inputs_embeds lives on as a local
-      const hidden0 = g3 ? cuda.ref(inputsEmbeds) : mulScalar(rt, inputsEmbeds, 'inputs_embeds * normalizer');
+      const hidden0 = cuda.ref(inputsEmbeds);
       const maskOf = (i: number) => (cfg.layerTypes[i] === 'sliding_attention' ? sliding : full);
       const held = [full, sliding, ...[...rope.values()].flat(), positions];
       let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held);

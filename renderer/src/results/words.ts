@@ -124,6 +124,7 @@ export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (
     case 'grad_scaler_steps_update':
       return { kind: 'ground', text: m.rCaveatScaler };
     case 'family_not_measured':
+      // Gemma: a result saved before Gemma 2 2B and Gemma 3 1B were measured says what it said then
       return { kind: 'ground', text: c.family === 'mixtral' ? m.rCaveatMixtralNotMeasured : m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
     case 'moe_routing':
       return { kind: 'assumption', text: m.rCaveatMoeRouting(c.experts, c.top_k) };

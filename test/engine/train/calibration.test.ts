@@ -62,6 +62,19 @@ const EXACT = [
   'mistral_4l_amp_bf16_window256_ckpt',
   // Mixtral: the router and the grouped_mm experts (sort, gathers, grouped GEMMs, index_put_ in backward)
   'mixtral_4l_bf16_sgdm_s1024',
+  'lora_mixtral_4l_bf16_adamw_s512_ckpt',
+  // Gemma 2 (the scaled embedding's buffer), the published 2B included, and LoRA on Gemma 2 and Gemma 3
+  'gemma2_4l_bf16_adamw',
+  'gemma2_4l_amp_bf16_ckpt',
+  'gemma2_4l_bf16_eager_sgdm',
+  'gemma2_2b_bf16_adamw_s512',
+  'lora_gemma2_4l_amp_bf16_ckpt',
+  'lora_gemma2_2b_amp_bf16_ckpt_s1024',
+  'lora_gemma3_6l_bf16_adamw_s1024',
+  // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
+  'bert_base_fp32_ckpt_reentrant_sgd',
+  'resnet50_amp_bf16_ckpt_adamw',
+  'tinyllama_4l_amp_bf16_ckpt_fused',
 ];
 
 /**
@@ -78,6 +91,13 @@ const NEAR: Record<string, { allocated: number; reserved: number }> = {
   // 2.2% less than from_config's run (test/engine/models/mixtral.test.ts); memplan +5.2%
   mixtral_4l_amp_bf16_ckpt_pretrained: { allocated: 0.0001, reserved: 0.053 },
 };
+
+/**
+ * Issue 14's families (Gemma 2 and 3, Mixtral, Phi-3, Mistral with its window, Qwen3, LoRA, frozen parameters): peaks
+ * within 1% of the H100's, but for the Mixtral plan whose reserved peak the driver's segment placement moves with
+ * how the model was loaded (NEAR).
+ */
+const ISSUE_14 = /^(lora_|gemma|mixtral|phi3|mistral|qwen3|tinyllama_4l_freeze)/;
 
 function load(name: string) {
   return JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Measurement;
@@ -105,6 +125,10 @@ describe('calibration against an H100', () => {
       expect(allocatedError).toBeLessThanOrEqual(0.03);
       expect(reservedError).toBeLessThanOrEqual(0.08);
       const near = NEAR[name];
+      if (ISSUE_14.test(name) && !near) {
+        expect(allocatedError).toBeLessThanOrEqual(0.01);
+        expect(reservedError).toBeLessThanOrEqual(0.01);
+      }
       if (near) {
         expect(allocatedError).toBeLessThanOrEqual(near.allocated);
         expect(reservedError).toBeLessThanOrEqual(near.reserved);
