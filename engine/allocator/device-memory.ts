@@ -84,12 +84,20 @@ interface Reservation {
   segments: number;
   /** Free ranges, by address. */
   readonly free: AddressRange[];
+  /** The size of the largest of them (0: none): a cudaMalloc larger than it looks no further here. */
+  largestFree: number;
   /** The context's range: never unmapped. */
   readonly permanent: boolean;
 }
 
 function roundUp(bytes: number, granularity: number): number {
   return Math.ceil(bytes / granularity) * granularity;
+}
+
+function largestRange(ranges: readonly AddressRange[]): number {
+  let largest = 0;
+  for (const r of ranges) if (r.size > largest) largest = r.size;
+  return largest;
 }
 
 /** Inserts [ptr, ptr+size) into ranges sorted by address, merging it with its neighbours. */
@@ -131,6 +139,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       size: kContextRangeBytes,
       segments: 0,
       free: kContextRangeFree.map((r) => ({ ptr: base + r.offset, size: r.size })),
+      largestFree: Math.max(...kContextRangeFree.map((r) => r.size)),
       permanent: true,
     };
     this.reservations.push(context);
@@ -145,6 +154,7 @@ export class CudaDriverAddressSpace implements AddressModel {
     const bytes = roundUp(size, kPageBytes);
     for (let r = this.withRoom.length - 1; r >= 0; r--) {
       const reservation = this.withRoom[r]!;
+      if (reservation.largestFree < bytes) continue;
       let best: AddressRange | null = null;
       for (const range of reservation.free) {
         if (range.size >= bytes && (best === null || range.size < best.size)) best = range;
@@ -157,6 +167,7 @@ export class CudaDriverAddressSpace implements AddressModel {
         reservation.free.splice(reservation.free.indexOf(best), 1);
         if (reservation.free.length === 0) this.withRoom.splice(r, 1);
       }
+      reservation.largestFree = largestRange(reservation.free);
       reservation.segments++;
       this.owners.set(ptr, reservation);
       return ptr;
@@ -165,6 +176,7 @@ export class CudaDriverAddressSpace implements AddressModel {
     reservation.segments = 1;
     if (reservation.size > bytes) {
       reservation.free.push({ ptr: reservation.ptr + bytes, size: reservation.size - bytes });
+      reservation.largestFree = reservation.size - bytes;
       this.withRoom.push(reservation); // the newest
     }
     this.owners.set(reservation.ptr, reservation);
@@ -183,6 +195,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       this.withRoom.splice(i, 0, reservation);
     }
     insertRange(reservation.free, ptr, roundUp(size, kPageBytes));
+    reservation.largestFree = largestRange(reservation.free);
     reservation.segments--;
     if (reservation.segments === 0 && !reservation.permanent) {
       this.reservations.splice(this.reservations.indexOf(reservation), 1);
@@ -207,7 +220,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       const above = { ptr: ptr + size, size: gap.ptr + gap.size - ptr - size };
       const below = { ptr: gap.ptr, size: ptr - gap.ptr };
       this.gaps.splice(g, 1, ...[below, above].filter((range) => range.size > 0));
-      const reservation: Reservation = { serial: this.serials++, ptr, size, segments: 0, free: [], permanent };
+      const reservation: Reservation = { serial: this.serials++, ptr, size, segments: 0, free: [], largestFree: 0, permanent };
       this.reservations.push(reservation);
       return reservation;
     }
