@@ -5,10 +5,10 @@
  *
  * Addresses: CUDA chooses them; they matter only to break ties between equally sized free blocks in different
  * segments (best fit takes the lowest address), which decides fragmentation. Plan simulation places segments as
- * the driver was measured to (Note [cudaMalloc placement], CudaDriverAddressSpace); the unbounded device of
- * `needed_bytes` hands them out top-down, first fit from the highest free range (TopDownAddressSpace), what plan
- * simulation used until the published Gemma 2 2B showed the driver's rule exact where top-down reserved 3.3% too
- * little. Replays use the real addresses where the trace has them (see snapshot/replay.ts).
+ * the driver was measured to (Note [cudaMalloc placement], CudaDriverAddressSpace); devices above 16 TiB (custom
+ * ones, and the unbounded device of `needed_bytes`: engine/train/simulate.ts) hand them out top-down, first fit from
+ * the highest free range (TopDownAddressSpace), what plan simulation used until the published Gemma 2 2B showed the
+ * driver's rule exact where top-down reserved 3.3% too little. Replays use the real addresses where the trace has them (see snapshot/replay.ts).
  */
 
 /*

@@ -125,6 +125,9 @@ export interface SimulateOptions {
  */
 const kUnboundedMemoryBytes = 2 ** 46;
 
+/** The largest device whose segments are placed by the CUDA driver's rule: 16 TiB (every real GPU is far below). */
+const kDriverPlacementMaxBytes = 2 ** 44;
+
 /** The plan's GPU with unbounded memory: what a plan needs, free of any cap (`needed_bytes`). */
 export function unboundedDevice(spec: DeviceSpec): DeviceSpec {
   return { ...spec, total_memory_bytes: kUnboundedMemoryBytes };
@@ -174,10 +177,11 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const allowedBytes = memoryLimitBytes === undefined ? undefined : Math.floor((memoryLimitBytes / spec.total_memory_bytes) * spec.total_memory_bytes);
   // Until the first backward the device offers the allocator all but the context; then autograd's thread takes
   // training_threads_bytes for its library handles (Note [Library handles]).
-  // Segments land where the CUDA driver puts them (Note [cudaMalloc placement]); on the unbounded GPU of
-  // `needed_bytes`, whose expandable segments would each reserve 72 TiB of addresses, more than a process has,
-  // they are handed out top-down from the highest address
-  const placement = spec.total_memory_bytes >= kUnboundedMemoryBytes ? 'top-down' : 'cuda-driver';
+  // Segments land where the CUDA driver puts them (Note [cudaMalloc placement]). A device larger than
+  // kDriverPlacementMaxBytes (a custom one, or the unbounded GPU of `needed_bytes`) would have expandable segments
+  // reserve 1.125 times its memory of addresses each, more than a process's address space holds: its segments are
+  // handed out top-down from the highest address, which needs no such room
+  const placement = spec.total_memory_bytes > kDriverPlacementMaxBytes ? 'top-down' : 'cuda-driver';
   const deviceMemory = new SimulatedDevice(spec.total_memory_bytes - spec.non_pytorch_bytes, placement);
   const allocator = new CachingAllocator({
     config: parseAllocatorConf(plan.allocator.conf, 'allocator.conf'),

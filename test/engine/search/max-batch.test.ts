@@ -138,3 +138,22 @@ describe('the largest batch against real searches', () => {
     }
   });
 });
+
+describe('custom GPUs far larger than any real one', () => {
+  // Segments are placed by the CUDA driver's rule up to 16 TiB; larger devices would have each expandable segment
+  // reserve 1.125 times their memory of addresses, more than a process has (engine/train/simulate.ts). With the
+  // driver's rule this 80-layer plan at 8,701 on 60 TiB ran out of simulated address space (an internal error)
+  it('simulates a 70B-shaped plan with expandable segments at 8,701 on a 60 TiB GPU', () => {
+    const plan = parsePlan({
+      format: 'memplan.plan',
+      version: 1,
+      model: { hf_config: { model_type: 'llama', hidden_size: 8192, intermediate_size: 28672, num_hidden_layers: 80, num_attention_heads: 64, num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 4096 } },
+      training: { batch_size: 8701, seq_len: 4096, precision: 'bf16', optimizer: 'adamw', activation_checkpointing: 'non_reentrant' },
+      gpu: { memory_limit_bytes: 60 * 2 ** 40 },
+      allocator: { conf: 'expandable_segments:True' },
+    });
+    const r = simulate(plan, { device: planGpu(plan), timelinePoints: 0, peakDetails: false });
+    expect(r.oom).toBeNull();
+    expect(r.peak_reserved_bytes).toBeLessThanOrEqual(60 * 2 ** 40);
+  }, 60_000);
+});
