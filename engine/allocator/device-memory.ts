@@ -8,7 +8,8 @@
  * the driver was measured to (Note [cudaMalloc placement], CudaDriverAddressSpace); devices above 16 TiB (custom
  * ones, and the unbounded device of `needed_bytes`: engine/train/simulate.ts) hand them out top-down, first fit from
  * the highest free range (TopDownAddressSpace), what plan simulation used until the published Gemma 2 2B showed the
- * driver's rule exact where top-down reserved 3.3% too little. Replays use the real addresses where the trace has them (see snapshot/replay.ts).
+ * driver's rule exact where top-down reserved 3.3% too little. Replays use the real addresses where the trace has
+ * them (see snapshot/replay.ts).
  */
 
 /*
