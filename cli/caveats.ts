@@ -3,6 +3,7 @@
  * max-batch result) in English: one line of assumptions, one of confidence and its grounds.
  */
 import type { Caveats } from '../engine/index.ts';
+import { groupDigits } from './words.ts';
 
 /** The caveats in words: one line of assumptions, one of confidence and its grounds. */
 export function caveatsText(c: Caveats): string[] {
@@ -42,7 +43,7 @@ export function caveatsText(c: Caveats): string[] {
         break;
       case 'conv_workspaces_estimated':
         grounds.push(
-          `cuDNN's convolution workspaces at batch ${i.batch.toLocaleString('en-US')} were not measured (the H100's table has every batch to 512 and a few windows past it): interpolated, while cuDNN switches algorithms with the batch, so near a whole GPU's limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 interpolated, 1,861 real)`,
+          `cuDNN's convolution workspaces at batch ${groupDigits(i.batch)} were not measured (the H100's table has every batch to 512 and a few windows past it): interpolated, while cuDNN switches algorithms with the batch, so near a whole GPU's limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 interpolated, 1,861 real)`,
         );
         break;
       default:

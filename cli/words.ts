@@ -5,6 +5,14 @@
  */
 import { formatSize, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
 
+/**
+ * A whole number with commas between groups of three digits ("1,557,611,200"), as `toLocaleString('en-US')`
+ * writes it, without loading ICU's locale data (the first `toLocaleString` costs a CLI process about 11 ms).
+ */
+export function groupDigits(n: number): string {
+  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
 function accumulation(a: AdviceOf<'accumulation'>, goal: 'memory' | 'batch'): string {
   const base = `micro-batch ${a.micro_batch} with ${a.steps} accumulation steps`;
   if (goal === 'batch') return `${base}: effective batch ${a.effective_batch} (now ${a.plan_effective_batch})`;

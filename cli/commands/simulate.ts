@@ -3,7 +3,7 @@ import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceR
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
-import { adviceChange, adviceCost, joinLines, notApplicableText, noteText } from '../words.ts';
+import { adviceChange, adviceCost, groupDigits, joinLines, notApplicableText, noteText } from '../words.ts';
 
 const usage = `Usage: memplan simulate PLAN.json [options]
 
@@ -27,7 +27,7 @@ export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
 function answerLines(file: string, r: SimulateResult): string[] {
   const b = r.breakdown_at_peak;
   return [
-    `${r.plan_name || file}: ${r.model.parameter_count.toLocaleString('en-US')} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
+    `${r.plan_name || file}: ${groupDigits(r.model.parameter_count)} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
     r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
     `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (step ${r.peak_at.step}, ${r.peak_at.phase})`,
     `max_memory_reserved()   ${formatSize(r.peak_reserved_bytes)}`,

@@ -1,7 +1,10 @@
-/** cli/words.ts's joinLines: a command's answer printed first and the rest later read as the whole text would. */
+/**
+ * cli/words.ts: joinLines (a command's answer printed first and the rest later read as the whole text would) and
+ * groupDigits (numbers written as toLocaleString('en-US') writes them).
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { joinLines } from '../../cli/words.ts';
+import { groupDigits, joinLines } from '../../cli/words.ts';
 
 describe('joinLines', () => {
   it('no two blank lines in a row; a leading blank line dropped after a blank (or at the start, previous "")', () => {
@@ -22,5 +25,20 @@ describe('joinLines', () => {
       { numRuns: 500 },
     );
     console.log(`joinLines: ${runs} splits`);
+  });
+});
+
+describe('groupDigits', () => {
+  it("writes whole numbers as toLocaleString('en-US') does", () => {
+    expect(groupDigits(0)).toBe('0');
+    expect(groupDigits(999)).toBe('999');
+    expect(groupDigits(1000)).toBe('1,000');
+    expect(groupDigits(1_557_611_200)).toBe('1,557,611,200');
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }), (n) => {
+        expect(groupDigits(n)).toBe(n.toLocaleString('en-US'));
+      }),
+      { numRuns: 500 },
+    );
   });
 });
