@@ -199,8 +199,8 @@ export class CachingAllocator {
     const heads: Block[] = [];
     for (let b = this.activeFirst; b; b = b.activeNext) if (b.prev === null) heads.push(b);
     for (const pool of [this.largeBlocks, this.smallBlocks]) {
-      for (const b of pool.blocks.items) if (b.prev === null) heads.push(b);
-      for (const b of pool.unmapped.items) if (b.prev === null) heads.push(b);
+      for (const b of pool.blocks.toArray()) if (b.prev === null) heads.push(b);
+      for (const b of pool.unmapped.toArray()) if (b.prev === null) heads.push(b);
     }
     return heads;
   }
@@ -308,30 +308,32 @@ export class CachingAllocator {
     throw new OutOfMemoryError(message, origSize, params.allocSize);
   }
 
-  /** Index in pool.blocks of the block get_free_block would take, or -1. Shared by getFreeBlock and wouldNeedRelease. */
+  /**
+   * Position in pool.blocks of the block get_free_block would take, or -1. Shared by getFreeBlock and
+   * wouldNeedRelease.
+   */
   private findFreeBlockIndex(pool: BlockPool, stream: number, size: number): number {
-    const items = pool.blocks.items;
-    let i = pool.blocks.lowerBound(stream, size, 0);
-    if (i >= items.length || items[i]!.stream !== stream) return -1;
-    if (items[i]!.expandableSegment) {
+    const blocks = pool.blocks;
+    const end = blocks.end();
+    let i = blocks.lowerBound(stream, size, 0);
+    if (i === end || blocks.at(i).stream !== stream) return -1;
+    if (blocks.at(i).expandableSegment) {
       if (this.config.expandableSegments) {
         // Best fit by the size a block can grow to: its own plus the unmapped range after it.
         const expandableSize = (b: Block) => b.size + (b.next && !b.next.mapped ? b.next.size : 0);
-        while (
-          items[i]!.expandableSegment &&
-          i + 1 < items.length &&
-          items[i + 1]!.stream === stream &&
-          expandableSize(items[i + 1]!) < expandableSize(items[i]!)
-        ) {
-          i++;
+        for (;;) {
+          const block = blocks.at(i);
+          const next = blocks.next(i);
+          if (!block.expandableSegment || next === end || blocks.at(next).stream !== stream || expandableSize(blocks.at(next)) >= expandableSize(block)) break;
+          i = next;
         }
       } else {
-        do i++;
-        while (i < items.length && items[i]!.expandableSegment && items[i]!.stream === stream);
-        if (i >= items.length || items[i]!.stream !== stream) return -1;
+        do i = blocks.next(i);
+        while (i !== end && blocks.at(i).expandableSegment && blocks.at(i).stream === stream);
+        if (i === end || blocks.at(i).stream !== stream) return -1;
       }
     }
-    const candidate = items[i]!;
+    const candidate = blocks.at(i);
     const maxSplit = this.config.maxSplitSizeBytes;
     // Do not return an oversized block for a small request.
     if (size < maxSplit && candidate.size >= maxSplit) return -1;
@@ -345,7 +347,7 @@ export class CachingAllocator {
     if (this.gcEnabled) p.pool.getFreeBlocksCallCount++;
     const i = this.findFreeBlockIndex(p.pool, p.stream, p.size);
     if (i < 0) return false;
-    p.block = p.pool.blocks.items[i]!;
+    p.block = p.pool.blocks.at(i);
     p.pool.blocks.removeAt(i);
     return true;
   }
@@ -542,28 +544,27 @@ export class CachingAllocator {
   private releaseAvailableCachedBlocks(p: AllocParams): boolean {
     const maxSplit = this.config.maxSplitSizeBytes;
     if (!Number.isFinite(maxSplit)) return false;
-    const items = p.pool.blocks.items;
+    const blocks = p.pool.blocks;
     const keySize = p.size < maxSplit ? maxSplit : p.size;
-    let i = p.pool.blocks.lowerBound(p.stream, keySize, 0);
+    let i = blocks.lowerBound(p.stream, keySize, 0);
     // Blocks of expandable segments are never cudaFree'd here: their pages are unmapped by release_blocks only.
-    if (i >= items.length || items[i]!.stream !== p.stream || items[i]!.expandableSegment) {
-      // No single block is large enough: free oversize blocks from the largest down.
-      if (i === 0) return false;
+    if (i === blocks.end() || blocks.at(i).stream !== p.stream || blocks.at(i).expandableSegment) {
+      // No single block is large enough: free oversize blocks from the largest down (releasing one keeps the
+      // positions before it).
+      i = blocks.prev(i);
+      if (i < 0) return false;
       let totalReleased = 0;
-      i--;
-      while (totalReleased < keySize && items[i]!.size >= maxSplit && items[i]!.stream === p.stream) {
-        const current = items[i]!;
-        const isFirst = i === 0;
-        if (!isFirst) i--;
+      while (i >= 0 && totalReleased < keySize && blocks.at(i).size >= maxSplit && blocks.at(i).stream === p.stream) {
+        const current = blocks.at(i);
+        i = blocks.prev(i);
         if (!current.expandableSegment) {
           totalReleased += current.size;
           this.releaseBlock(current);
         }
-        if (isFirst) break;
       }
       if (totalReleased < keySize) return false;
     } else {
-      this.releaseBlock(items[i]!);
+      this.releaseBlock(blocks.at(i));
     }
     return true;
   }
@@ -579,7 +580,7 @@ export class CachingAllocator {
   /** `release_blocks`: free every whole free segment; unmap free pages of expandable segments. */
   private releaseBlocks(pool: BlockPool): void {
     const toUnmap: Block[] = [];
-    for (const block of [...pool.blocks.items]) {
+    for (const block of pool.blocks.toArray()) {
       if (block.expandableSegment) toUnmap.push(block);
       else if (!block.prev && !block.next) this.releaseBlock(block);
     }
@@ -599,7 +600,7 @@ export class CachingAllocator {
     const gcCount = (b: Block) => pool.getFreeBlocksCallCount - b.gcCountBase;
     let totalAge = 0;
     let freeableBlockCount = 0;
-    for (const b of pool.blocks.items) {
+    for (const b of pool.blocks.toArray()) {
       if (!b.isSplit()) {
         totalAge += gcCount(b);
         ++freeableBlockCount;
@@ -610,7 +611,7 @@ export class CachingAllocator {
     while (gcReclaimed < targetSize && blockFreed && freeableBlockCount > 0) {
       const ageThreshold = totalAge / freeableBlockCount;
       blockFreed = false;
-      for (const block of [...pool.blocks.items]) {
+      for (const block of pool.blocks.toArray()) {
         if (!block.isSplit() && gcCount(block) >= ageThreshold) {
           blockFreed = true;
           gcReclaimed += block.size;
@@ -641,9 +642,9 @@ export class CachingAllocator {
       }
       return bytes >= size;
     };
-    const unmapped = pool.unmapped.items;
-    for (let i = pool.unmapped.lowerBound(stream, 0, 0); i < unmapped.length && unmapped[i]!.stream === stream; i++) {
-      let c = unmapped[i]!;
+    const unmapped = pool.unmapped;
+    for (let i = unmapped.lowerBound(stream, 0, 0); i !== unmapped.end() && unmapped.at(i).stream === stream; i = unmapped.next(i)) {
+      let c = unmapped.at(i);
       if (allocatable(c.prev)) c = c.prev;
       if (hasAvailableAddressSpace(c)) return c;
     }
