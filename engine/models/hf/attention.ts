@@ -86,8 +86,10 @@ export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl'
  * copies ([B, H, T, D], contiguous) unless there is one key/value head (multi-query attention: Gemma 3 1B): the
  * expanded dimension then merges with a dimension of size 1 and the result is a view, nothing allocated (measured:
  * lora_gemma3_1b_bf16_all_linear_s512, gemma3_6l_*). Either way ExpandBackward0 sums the repeats back to x's shape.
+ * Eager attention's matmuls then copy such a view (its repeated heads do not fold into bmm's batch): `kvContiguous`
+ * false (measured: gemma3_1b_bf16_eager_adamw_s1024).
  */
-function repeatKv(rt: Runtime, x: Tensor, heads: number, label: string): Tensor {
+export function repeatKv(rt: Runtime, x: Tensor, heads: number, label: string): Tensor {
   if (x.shape[1] !== 1) return repeatHeads(rt, x, heads, label);
   const { cuda, autograd } = rt;
   const out = cuda.view(x, [x.shape[0]!, heads, x.shape[2]!, x.shape[3]!]);

@@ -16,7 +16,6 @@
  * (Gemma 3: one pair per kind of layer in `config.layer_types`, `set(...)` of them); the layers; the final norm;
  * lm_head; the final logit soft-capping; ForCausalLMLoss. Both scale the embedding inside the embedding module.
  */
-import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, meanLastDim, mul, mulScalar, powScalar, rsqrt, tanh, toDType } from '../../ops/elementwise.ts';
 import { divScalar } from '../../ops/pointwise.ts';
@@ -26,7 +25,7 @@ import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
-import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
+import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
@@ -168,10 +167,11 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     }
     let merged: { out: Tensor; weights: Tensor | null };
     if (options.attention === 'eager' && gqa) {
-      // eager_attention_forward's repeat_kv: contiguous [B, H, T, D] copies, its locals
-      const rk = repeatHeads(rt, k, cfg.heads, `${a} key`);
-      const rv = repeatHeads(rt, v, cfg.heads, `${a} value`);
-      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: true });
+      // eager_attention_forward's repeat_kv (its locals): contiguous [B, H, T, D] copies, or views with one
+      // key/value head
+      const rk = repeatKv(rt, k, cfg.heads, `${a} key`);
+      const rv = repeatKv(rt, v, cfg.heads, `${a} value`);
+      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1 });
       cuda.release(rv);
       cuda.release(rk);
     } else {
@@ -280,7 +280,8 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       const ropeOf = (i: number) => rope.get(g3 ? cfg.layerTypes[i]! : null)!;
       const hidden0 = cuda.ref(inputsEmbeds);
       const maskOf = (i: number) => (cfg.layerTypes[i] === 'sliding_attention' ? sliding : full);
-      const held = [full, sliding, ...[...rope.values()].flat(), positions];
+      // each layer's call gets its own kind's mask and rotary pair (`causal_mask_mapping[layer.attention_type]`)
+      const held = (i: number) => [maskOf(i), ...ropeOf(i), positions];
       let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);

@@ -13,7 +13,6 @@
  * no_grad, cast to the hidden states' dtype), the layers, the final norm, lm_head and ForCausalLMLoss.
  */
 import { InputError } from '../../errors.ts';
-import { repeatHeads } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
 import { applyRotary, rotaryCosSin, sliceView } from './rotary.ts';
@@ -23,7 +22,7 @@ import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
-import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, slidingWindowMask, splitHeads } from './attention.ts';
+import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
@@ -243,11 +242,11 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     }
     let merged: { out: Tensor; weights: Tensor | null };
     if (options.attention === 'eager' && cfg.kvHeads !== cfg.heads) {
-      // eager_attention_forward's repeat_kv: expand then reshape, a copy [B, H, T, D] (its own locals: the
-      // caller's k and v live on until LlamaAttention.forward returns)
-      const rk = repeatHeads(rt, k, cfg.heads, `${a} key`);
-      const rv = repeatHeads(rt, v, cfg.heads, `${a} value`);
-      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: true });
+      // eager_attention_forward's repeat_kv: expand then reshape, a copy [B, H, T, D], or a view with one
+      // key/value head (its own locals: the caller's k and v live on until LlamaAttention.forward returns)
+      const rk = repeatKv(rt, k, cfg.heads, `${a} key`);
+      const rv = repeatKv(rt, v, cfg.heads, `${a} value`);
+      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1 });
       cuda.release(rv);
       cuda.release(rk);
     } else {

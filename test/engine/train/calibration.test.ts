@@ -71,6 +71,10 @@ const EXACT = [
   'lora_gemma2_4l_amp_bf16_ckpt',
   'lora_gemma2_2b_amp_bf16_ckpt_s1024',
   'lora_gemma3_6l_bf16_adamw_s1024',
+  // eager attention as transformers recommends for training Gemma: one key/value head (repeat_kv a view the
+  // matmuls copy), and each checkpointed layer holding only its own kind's mask
+  'gemma3_1b_bf16_eager_adamw_s1024',
+  'lora_gemma2_2b_bf16_eager_ckpt_s1024',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
