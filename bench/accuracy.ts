@@ -20,7 +20,7 @@ const median = (xs: number[]) => {
 const allocatedErrors: number[] = [];
 const reservedErrors: number[] = [];
 let skipped = 0;
-console.log(`${'case'.padEnd(48)} ${'real alloc'.padStart(11)} ${'sim alloc'.padStart(11)} ${'err'.padStart(7)}  ${'real resv'.padStart(11)} ${'sim resv'.padStart(11)} ${'err'.padStart(7)}`);
+console.log(`${'case'.padEnd(52)} ${'real alloc'.padStart(11)} ${'sim alloc'.padStart(11)} ${'err'.padStart(7)}  ${'real resv'.padStart(11)} ${'sim resv'.padStart(11)} ${'err'.padStart(7)}`);
 for (const name of names) {
   const m = JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8'));
   if (m.status !== 'ok') continue;
@@ -31,12 +31,12 @@ for (const name of names) {
     allocatedErrors.push(ea);
     reservedErrors.push(er);
     console.log(
-      `${name.padEnd(48)} ${formatSize(m.peak_allocated_bytes).padStart(11)} ${formatSize(r.peak_allocated_bytes).padStart(11)} ${pct(ea).padStart(7)}  ${formatSize(m.peak_reserved_bytes).padStart(11)} ${formatSize(r.peak_reserved_bytes).padStart(11)} ${pct(er).padStart(7)}`,
+      `${name.padEnd(52)} ${formatSize(m.peak_allocated_bytes).padStart(11)} ${formatSize(r.peak_allocated_bytes).padStart(11)} ${pct(ea).padStart(7)}  ${formatSize(m.peak_reserved_bytes).padStart(11)} ${formatSize(r.peak_reserved_bytes).padStart(11)} ${pct(er).padStart(7)}`,
     );
   } catch (error) {
     if (!(error instanceof InputError)) throw error;
     skipped++;
-    console.log(`${name.padEnd(48)} not simulated yet: ${error.message}`);
+    console.log(`${name.padEnd(52)} not simulated yet: ${error.message}`);
   }
 }
 console.log('');
@@ -51,7 +51,7 @@ if (allocatedErrors.length) {
 const { findMaxBatch } = await import('../engine/search/max-batch.ts');
 const searchDir = new URL('../test/fixtures/maxbatch/', import.meta.url);
 console.log('');
-console.log(`${'max-batch search'.padEnd(48)} ${'real'.padStart(7)} ${'sim'.padStart(7)} ${'diff'.padStart(8)}  time`);
+console.log(`${'max-batch search'.padEnd(52)} ${'real'.padStart(7)} ${'sim'.padStart(7)} ${'diff'.padStart(8)}  time`);
 for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()) {
   const m = JSON.parse(readFileSync(new URL(f, searchDir), 'utf8'));
   const name = f.replace('.maxbatch.json', '');
@@ -60,10 +60,10 @@ for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()
     const t0 = performance.now();
     const r = findMaxBatch(plan, { device: planGpu(parsePlan(m.plan)), untilSteady: false }); // the real searches ran 3 steps a trial
     const ms = performance.now() - t0;
-    console.log(`${name.padEnd(48)} ${String(m.max_batch).padStart(7)} ${String(r.max_batch).padStart(7)} ${pct((r.max_batch - m.max_batch) / m.max_batch).padStart(8)}  ${ms.toFixed(0)} ms`);
+    console.log(`${name.padEnd(52)} ${String(m.max_batch).padStart(7)} ${String(r.max_batch).padStart(7)} ${pct((r.max_batch - m.max_batch) / m.max_batch).padStart(8)}  ${ms.toFixed(0)} ms`);
   } catch (error) {
     if (!(error instanceof InputError)) throw error;
-    console.log(`${name.padEnd(48)} ${String(m.max_batch).padStart(7)} not simulated yet`);
+    console.log(`${name.padEnd(52)} ${String(m.max_batch).padStart(7)} not simulated yet`);
   }
 }
 
@@ -75,7 +75,7 @@ for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()
   const suite = loadSuite();
   console.log('');
   console.log('targets: sim never above real; at most 2% below (1 below under 50); peak reserved at the real largest within 1%');
-  console.log(`${'boundary suite (fresh process, 6 steps)'.padEnd(48)} ${'real'.padStart(8)} ${'sim'.padStart(8)} ${'diff'.padStart(8)} ${'resv err'.padStart(9)} ${'unstable'.padStart(9)}  target`);
+  console.log(`${'boundary suite (fresh process, 6 steps)'.padEnd(52)} ${'real'.padStart(8)} ${'sim'.padStart(8)} ${'diff'.padStart(8)} ${'resv err'.padStart(9)} ${'unstable'.padStart(9)}  target`);
   let met = 0;
   const known: string[] = [];
   for (const c of suite) {
@@ -85,7 +85,7 @@ for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()
     const diff = pct((o.predicted - c.largest_fresh) / c.largest_fresh);
     const resv = o.reservedError === null ? '-' : pct(o.reservedError);
     const verdict = o.ok ? 'met' : !o.neverAbove ? 'ABOVE' : !o.closeBelow ? 'too far below' : 'reserved off';
-    console.log(`${c.name.padEnd(48)} ${String(c.largest_fresh).padStart(8)} ${String(o.predicted).padStart(8)} ${diff.padStart(8)} ${resv.padStart(9)} ${(o.unstableRegion ?? '-').padStart(9)}  ${verdict}${c.known_failure ? ' (known)' : ''}`);
+    console.log(`${c.name.padEnd(52)} ${String(c.largest_fresh).padStart(8)} ${String(o.predicted).padStart(8)} ${diff.padStart(8)} ${resv.padStart(9)} ${(o.unstableRegion ?? '-').padStart(9)}  ${verdict}${c.known_failure ? ' (known)' : ''}`);
   }
   console.log(`targets met in ${met} of ${suite.length} cases${known.length ? '; known failures:' : ''}`);
   for (const line of known) console.log(line);

@@ -75,6 +75,8 @@ const EXACT = [
   // matmuls copy), and each checkpointed layer holding only its own kind's mask
   'gemma3_1b_bf16_eager_adamw_s1024',
   'lora_gemma2_2b_bf16_eager_ckpt_s1024',
+  // the published Llama 3.2 1B, a boundary trial under 20 GiB (6 steps)
+  'llama3_2_1b_bf16_ckpt_adamw_s1024_b6_cap20g',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
