@@ -10,13 +10,16 @@ cached plans behind. Capped runs share the GPU: the sum of caps (plus 1 GiB each
 doubling steps past them) or down from it, bisection, until a fitting batch L has L+1..L+3 failing.
 Writes DIR/trials.jsonl (one line per trial) and DIR/recordings/NAME.json + NAME.pickle.gz; with --record-trials
 every trial's snapshot too (DIR/work/NAME_bB.pickle.gz), so a boundary that memplan misses can be compared
-allocation by allocation without running it again.
+allocation by allocation without running it again. With --pretrained, a Hugging Face case's base model is saved once
+with save_pretrained (uninitialized values: building an 8B model with random values on the CPU takes minutes) and
+every trial loads it with from_pretrained before `.to("cuda")`, as users load a checkpoint.
 """
 import argparse
 import copy
 import gzip
 import json
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -27,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import memplan_measure as mm  # noqa: E402
 
 GIB = 1 << 30
+PROBE = Path(__file__).resolve().parent / "probe_materialize.py"
 
 
 class Budget:
@@ -54,12 +58,15 @@ def weight(plan, gib=None):
     return cap / GIB + 1.0 if cap else float("inf")
 
 
-def run_job(name, plan, out_dir, record, budget, gib=None, timeout=300):
+def run_job(name, plan, out_dir, record, budget, gib=None, timeout=300, pretrained=None):
     w = budget.take(weight(plan, gib))
     try:
         job = {"job": "train", "kind": "boundary", "name": name, "plan": plan,
-               "result_path": str(out_dir / f"{name}.json"), "record": record, "stacks": False, "meta": {}}
-        outcome = mm.run_child(job, mm.plan_alloc_conf(plan), out_dir / f"{name}.log", timeout)
+               "result_path": str(out_dir / f"{name}.json"), "record": record, "stacks": False,
+               "meta": {"materialized": "pretrained"} if pretrained else {}}
+        # --pretrained: the model loaded from its saved checkpoint (probe_materialize.py's `_train`), as users load it
+        command = [sys.executable, str(PROBE), "_train", json.dumps(job), str(pretrained)] if pretrained else None
+        outcome = mm.run_child(job, mm.plan_alloc_conf(plan), out_dir / f"{name}.log", timeout, command)
     finally:
         budget.give(w)
     if record:
@@ -99,6 +106,14 @@ def search(case, args, budget, sink, deadline):
     name, plan, p = case["name"], case["plan"], int(case["predicted"])
     work = args.out / "work"
     known = {}
+    pretrained = None
+    if args.pretrained:
+        # The base model saved once (uninitialized values: probe_materialize.py's `_save --empty`), each trial loading it
+        pretrained = work / f"{name}_checkpoint"
+        plan_file = work / f"{name}_plan.json"
+        plan_file.write_text(json.dumps(plan))
+        subprocess.run([sys.executable, str(PROBE), "_save", str(plan_file), str(pretrained), "--empty"], check=True,
+                       env=mm.child_env(None), stdout=subprocess.DEVNULL)
 
     def fits(b):
         if b < 1:
@@ -110,7 +125,8 @@ def search(case, args, budget, sink, deadline):
         trial = copy.deepcopy(plan)
         trial["training"]["batch_size"] = b
         trial["training"]["steps"] = args.steps
-        outcome = run_job(f"{name}_b{b}", trial, work, args.record_trials, budget, timeout=args.trial_timeout)
+        outcome = run_job(f"{name}_b{b}", trial, work, args.record_trials, budget, timeout=args.trial_timeout,
+                          pretrained=pretrained)
         s = summary(b, outcome)
         known[b] = s["fits"]
         sink({"case": name, "predicted": p, **s})
@@ -170,6 +186,8 @@ def main():
     parser.add_argument("--time-budget", type=float, default=540)
     parser.add_argument("--trial-timeout", type=float, default=300, help="seconds one trial may run")
     parser.add_argument("--record-trials", action="store_true", help="record every trial's memory snapshot")
+    parser.add_argument("--pretrained", action="store_true",
+                        help="each search's trials load its base model with from_pretrained from a checkpoint saved once")
     args = parser.parse_args()
     cases = json.loads(args.cases.read_text())
     (args.out / "work").mkdir(parents=True, exist_ok=True)

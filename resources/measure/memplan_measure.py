@@ -1235,8 +1235,9 @@ class Outcome:
     log: Path
 
 
-def run_child(job: dict, alloc_conf: str | None, log_path: Path, timeout_s: float) -> Outcome:
-    """Runs one child job to its end (or kills it at `timeout_s`) and reads the result file it wrote."""
+def run_child(job: dict, alloc_conf: str | None, log_path: Path, timeout_s: float, command: list[str] | None = None) -> Outcome:
+    """Runs one child job to its end (or kills it at `timeout_s`) and reads the result file it wrote. `command`: a
+    process that runs the job otherwise (probe_materialize.py's `_train`: the model loaded with from_pretrained)."""
     result_path = Path(job["result_path"])
     result_path.unlink(missing_ok=True)
     started = time.monotonic()
@@ -1244,7 +1245,7 @@ def run_child(job: dict, alloc_conf: str | None, log_path: Path, timeout_s: floa
     with open(log_path, "w") as log:
         try:
             subprocess.run(
-                child_command(job),
+                command or child_command(job),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -32,14 +32,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def _save(plan_path: str, directory: str) -> None:
+def _save(plan_path: str, directory: str, empty: bool = False) -> None:
+    """The base model a checkpoint would hold (no adapters, nothing frozen: the training run adds those), saved
+    with save_pretrained. `empty`: built on the meta device and given uninitialized CPU memory (`to_empty`), for
+    models whose random initialization on the CPU takes minutes (8B: more than 5); the values do not change what the
+    GPU allocates (no shape depends on them), and from_pretrained loads the file as it loads any checkpoint."""
+    import torch
+
     import memplan_measure as mm
 
     plan = mm.load_plan(Path(plan_path))
-    # The base model a checkpoint would hold: no adapters, nothing frozen (the training run adds those).
     training = {**mm.resolve_training(plan), "lora": None, "freeze": []}
     mm.prepare_child()
-    workload = mm.build_workload(plan, training)
+    if empty:
+        with torch.device("meta"):
+            workload = mm.build_workload(plan, training)
+        workload.model.to_empty(device="cpu")
+    else:
+        workload = mm.build_workload(plan, training)
     workload.model.save_pretrained(directory)
 
 
@@ -68,7 +78,7 @@ def _segments(pickle_path: Path) -> list[list[int]]:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_save":
-        _save(sys.argv[2], sys.argv[3])
+        _save(sys.argv[2], sys.argv[3], empty="--empty" in sys.argv[4:])
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "_train":
         _train(json.loads(sys.argv[2]), sys.argv[3])
