@@ -22,10 +22,24 @@ const kRowsPerThread = 10;
 /** Bytes of the int64 indices and offsets the backward works on. */
 const kIndexBytes = 8;
 /**
- * CUB's temporary storage for `DeviceSelect::UniqueByKey` and `DeviceScan::ExclusiveSum` at these sizes
- * (a tile-state array, `alias_temporaries` rounding plus 255): measured 1,279 B for N = 4096 and 16384.
+ * Items per tile of the two single-pass CUB algorithms the backward runs (CCCL 3.0, as CUDA 13.0 ships it, on sm90):
+ * `DeviceScan::ExclusiveScan` with PyTorch's own `SumOp` over int64 (`at::cuda::cub::exclusive_sum`), which no sm90
+ * tuning matches, so the default policy, 128 threads x 15 items scaled for 8-byte items to 7 (`MemBoundScaling`);
+ * `DeviceSelect::UniqueByKey` of int64 keys with int64 values, the sm90 tuning's 640 threads x 7 items.
  */
-const kCubSmallTempBytes = 1279;
+const kScanTileItems = 896;
+const kUniqueByKeyTileItems = 4480;
+
+/**
+ * CUB's temporary storage for a single-pass algorithm over `items` items: the tile states (one 16-byte descriptor
+ * per tile plus 32 of padding), laid out by `AliasTemporaries` (each piece rounded up to 256 B, plus 255 B of slack)
+ * inside the tile state and once more by the dispatch. Measured on the H100: the scan's 1,279 B up to 14,336 items
+ * (N = 4096 and 16,384 over an 8,192-row table), 1,535 B at 26,624 and 27,648 items (Phi-3 mini at batch 26 and 27:
+ * phi3_mini_bf16_ckpt_adamw_s1024_b27_cap40g); unique_by_key's 1,279 B at 27,648 keys.
+ */
+function cubTileStateTempBytes(items: number, tileItems: number): number {
+  return roundUp(16 * (32 + Math.ceil(items / tileItems)), 256) + 511;
+}
 
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 
@@ -84,12 +98,13 @@ function embeddingDenseBackward(rt: Runtime, grad: Tensor, n: number, numWeights
   const segmentOffsets = tmp(n * kIndexBytes, 'segment offsets');
   const numSegments = tmp(kIndexBytes, 'number of segments');
   const uniqueKeys = tmp(n * kIndexBytes, 'CUB unique_by_key keys');
-  const uniqueTemp = tmp(kCubSmallTempBytes, 'CUB unique_by_key');
+  const uniqueTemp = tmp(cubTileStateTempBytes(n, kUniqueByKeyTileItems), 'CUB unique_by_key');
   cuda.release(uniqueTemp);
   cuda.release(uniqueKeys);
   const partialsPerSegment = tmp(segments * kIndexBytes, 'partials per segment');
   const partialsPerSegmentOffset = tmp(segments * kIndexBytes, 'partials per segment offsets');
-  const scanTemp = tmp(kCubSmallTempBytes, 'CUB exclusive sum');
+  // the scan runs over `max_segments` = min(N, V) items
+  const scanTemp = tmp(cubTileStateTempBytes(segments, kScanTileItems), 'CUB exclusive sum');
   cuda.release(scanTemp);
   const numPartialSegments = tmp(kIndexBytes, 'number of partial segments');
   const partialSegmentOffset = tmp(partialSegments * kIndexBytes, 'partial segment offsets');

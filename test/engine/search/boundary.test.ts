@@ -8,6 +8,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { evaluateCase, loadSuite } from '../../../bench/boundary-suite.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { simulateTrial } from '../../../engine/search/max-batch.ts';
 
 const suite = loadSuite();
 
@@ -34,6 +37,26 @@ describe('the boundary suite: fresh-process searches on an H100', () => {
     expect(lora.some(checkpointed)).toBe(true);
     expect(lora.some((c) => !checkpointed(c))).toBe(true);
   });
+  it('every fresh-process trial fits or runs out as memplan simulates it (6 steps), failing batches below a fitting one included', () => {
+    let trials = 0;
+    const outcomes: string[] = [];
+    for (const c of suite) {
+      const plan = parsePlan({ ...c.plan, training: { ...c.plan.training, steps: c.steps_per_trial } });
+      const device = planGpu(plan);
+      for (const t of c.trials) {
+        trials++;
+        const simulated = simulateTrial(plan, t.batch, { device, untilSteady: false });
+        if (simulated.fits !== t.fits) outcomes.push(`${c.name} at ${t.batch}: ${t.fits ? 'fit' : 'ran out'} on the H100, ${simulated.fits ? 'fits' : 'runs out'} in memplan`);
+      }
+    }
+    expect(outcomes).toEqual([]);
+    // Phi-3 mini's full fine-tune under 40 GiB: 26 runs out in step 3's backward while 27 fits, on the H100 and in memplan
+    const phi3 = suite.find((c) => c.name === 'phi3_mini_bf16_ckpt_adamw_seq1024_cap40g')!;
+    expect(phi3.trials.find((t) => t.batch === 26)).toMatchObject({ fits: false, failed_in_step: 3 });
+    expect(evaluateCase(phi3).unstableRegion).toBe('26-27');
+    expect(trials).toBeGreaterThan(290);
+    console.log(`boundary suite: ${trials} fresh-process trials, each fitting or running out as memplan simulates it`);
+  }, 120_000);
   for (const c of suite) {
     it(`${c.name}${c.known_failure ? ' (known failure)' : ''}`, () => {
       const o = evaluateCase(c);
