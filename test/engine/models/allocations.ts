@@ -4,6 +4,7 @@
  */
 import { planGpu } from '../../../cli/gpus.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
+import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 
 export interface Alloc {
@@ -49,3 +50,14 @@ export function first(all: Alloc[], label: string): Alloc {
 
 /** The event where backward starts: the first gradient the step allocates. */
 export const backwardStart = (all: Alloc[]) => all.find((x) => x.label.startsWith('grad of'))!.alloc;
+
+/**
+ * A trace's allocations and frees in order, without where segments came from (comparableTrace), up to its last run
+ * of frees: a recording ends with the script tearing the model down, whose frees run together with the last step's.
+ */
+export function requestsOf(events: readonly { action: string; addr: number; size: number }[]): string[] {
+  const all = comparableTrace(events).filter((e) => !e.startsWith('segment'));
+  let end = all.length;
+  while (end > 0 && all[end - 1]!.startsWith('free')) end--;
+  return all.slice(0, end);
+}

@@ -7,13 +7,13 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../engine/errors.ts';
-import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { isLoraTarget, matchesPattern } from '../../../engine/models/peft/lora.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { requestsOf } from './allocations.ts';
 
 const tinyLlama = { model_type: 'llama', hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 };
 const lora = { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] };
@@ -136,21 +136,14 @@ describe('Qwen3 8B with LoRA on q/v, loaded with from_pretrained (an H100 bounda
   const calibration = new URL('../../fixtures/calibration/', import.meta.url);
   const meta = JSON.parse(readFileSync(new URL(`${name}.json`, calibration), 'utf8')) as { plan: unknown; peak_allocated_bytes: number; peak_reserved_bytes: number };
   const snapshot = readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, calibration)));
-  /** The allocations and frees in order, without where segments came from; up to the recording's last run of frees. */
-  const requests = (events: readonly { action: string; addr: number; size: number }[]) => {
-    const all = comparableTrace(events).filter((e) => !e.startsWith('segment'));
-    let end = all.length;
-    while (end > 0 && all[end - 1]!.startsWith('free')) end--;
-    return all.slice(0, end);
-  };
 
   it("memplan asks for the same 108,000 allocations and frees; the reserved peak differs only by where segments land", () => {
     const plan = parsePlan(meta.plan);
     const events: { action: string; addr: number; size: number }[] = [];
     const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-    const real = requests(snapshot.trace);
+    const real = requestsOf(snapshot.trace);
     expect(real.length).toBeGreaterThan(100_000);
-    expect(requests(events).slice(0, real.length)).toEqual(real);
+    expect(requestsOf(events).slice(0, real.length)).toEqual(real);
     expect(r.peak_allocated_bytes).toBe(meta.peak_allocated_bytes);
     // replayed with its own segments' addresses, the allocator reserves what PyTorch did
     const replay = replaySnapshot(snapshot, { allocConf: '', memoryLimitBytes: 32 * 2 ** 30 });

@@ -12,11 +12,10 @@ import { simulate } from '../../../engine/train/simulate.ts';
 import { findMaxBatch } from '../../../engine/search/max-batch.ts';
 import { radixSortTempBytes } from '../../../engine/ops/embedding.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, backwardStart, first, type Alloc } from './allocations.ts';
+import { allocationsOf, backwardStart, first, requestsOf, type Alloc } from './allocations.ts';
 import { caveatsText } from '../../../cli/caveats.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
-import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 
 const B = 2;
 const T = 128;
@@ -267,23 +266,16 @@ describe('how the model was loaded moves its segments, and with them the reserve
   });
   const fromConfig = recording('mixtral_4l_amp_bf16_ckpt');
   const fromPretrained = recording('mixtral_4l_amp_bf16_ckpt_pretrained');
-  /** The allocations and frees in order, without where segments came from; up to the recording's last run of frees (its teardown). */
-  const requests = (events: readonly { action: string; addr: number; size: number }[]) => {
-    const all = comparableTrace(events).filter((e) => !e.startsWith('segment'));
-    let end = all.length;
-    while (end > 0 && all[end - 1]!.startsWith('free')) end--;
-    return all.slice(0, end);
-  };
 
   it('the GPU is asked for the same allocations and frees either way, and memplan asks for them too', () => {
-    const config = requests(fromConfig.snapshot.trace);
-    const pretrained = requests(fromPretrained.snapshot.trace);
+    const config = requestsOf(fromConfig.snapshot.trace);
+    const pretrained = requestsOf(fromPretrained.snapshot.trace);
     expect(config.length).toBeGreaterThan(3000);
     expect(pretrained.slice(0, config.length)).toEqual(config);
     const plan = parsePlan(fromPretrained.meta.plan);
     const events: { action: string; addr: number; size: number }[] = [];
     simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-    expect(requests(events).slice(0, pretrained.length)).toEqual(pretrained);
+    expect(requestsOf(events).slice(0, pretrained.length)).toEqual(pretrained);
   }, 30_000);
 
   it("replayed with its own segments' addresses, each recording reserves what PyTorch did: 8.56 and 8.37 GiB", () => {
