@@ -55,8 +55,11 @@ interface AddressModel {
   take(size: number): number;
   give(ptr: number, size: number): void;
   reserveAddressSpace(size: number): number;
-  /** The state that decides where later segments land, for Note [Steady state]. */
-  key(): string;
+  /**
+   * The state that decides where later segments land, for Note [Steady state], as numbers given one by one to
+   * `put` (every list preceded by its length: equal sequences, equal states).
+   */
+  state(put: (x: number) => void): void;
 }
 
 const kPageBytes = 2_097_152; // bytes: cudaMalloc hands out whole 2 MiB pages on the H100
@@ -95,6 +98,15 @@ function roundUp(bytes: number, granularity: number): number {
   return Math.ceil(bytes / granularity) * granularity;
 }
 
+/** A list of ranges as numbers: its length, then each range's address and size. */
+function putRanges(put: (x: number) => void, ranges: readonly AddressRange[]): void {
+  put(ranges.length);
+  for (const r of ranges) {
+    put(r.ptr);
+    put(r.size);
+  }
+}
+
 function largestRange(ranges: readonly AddressRange[]): number {
   let largest = 0;
   for (const r of ranges) if (r.size > largest) largest = r.size;
@@ -131,6 +143,12 @@ export class CudaDriverAddressSpace implements AddressModel {
   private serials = 0;
   /** Unmapped address space below the context's range, by address. */
   private readonly gaps: AddressRange[] = [];
+  /**
+   * At least the largest free range of any reservation (exact after a search that found no room): a cudaMalloc
+   * larger than it takes a new reservation without searching. A process holds hundreds of reservations with a
+   * little room left (a 20 MiB segment leaves 12 MiB of its 32 MiB), and most segments are larger than that.
+   */
+  private roomAtMost: number;
 
   constructor() {
     const base = this.contextRangeBase;
@@ -145,6 +163,7 @@ export class CudaDriverAddressSpace implements AddressModel {
     };
     this.reservations.push(context);
     this.withRoom.push(context);
+    this.roomAtMost = context.largestFree;
     // below 0 too: expandable segments reserve 1.125 x the device's memory each, which a simulated device of
     // unbounded capacity can make larger than the 127 TiB below kDeviceAddressTop
     this.gaps.push({ ptr: kAddressFloor, size: base - kAddressFloor });
@@ -153,9 +172,13 @@ export class CudaDriverAddressSpace implements AddressModel {
   /** `cudaMalloc`'s address: room in a reservation (newest first, best fit inside it), else a new reservation. */
   take(size: number): number {
     const bytes = roundUp(size, kPageBytes);
-    for (let r = this.withRoom.length - 1; r >= 0; r--) {
+    let largest = 0;
+    for (let r = bytes <= this.roomAtMost ? this.withRoom.length - 1 : -1; r >= 0; r--) {
       const reservation = this.withRoom[r]!;
-      if (reservation.largestFree < bytes) continue;
+      if (reservation.largestFree < bytes) {
+        if (reservation.largestFree > largest) largest = reservation.largestFree;
+        continue;
+      }
       let best: AddressRange | null = null;
       for (const range of reservation.free) {
         if (range.size >= bytes && (best === null || range.size < best.size)) best = range;
@@ -173,12 +196,14 @@ export class CudaDriverAddressSpace implements AddressModel {
       this.owners.set(ptr, reservation);
       return ptr;
     }
+    if (bytes <= this.roomAtMost) this.roomAtMost = largest; // every reservation with room was searched
     const reservation = this.reserve(roundUp(size, kReservationBytes), false);
     reservation.segments = 1;
     if (reservation.size > bytes) {
       reservation.free.push({ ptr: reservation.ptr + bytes, size: reservation.size - bytes });
       reservation.largestFree = reservation.size - bytes;
       this.withRoom.push(reservation); // the newest
+      this.roomAtMost = Math.max(this.roomAtMost, reservation.largestFree);
     }
     this.owners.set(reservation.ptr, reservation);
     return reservation.ptr;
@@ -197,6 +222,7 @@ export class CudaDriverAddressSpace implements AddressModel {
     }
     insertRange(reservation.free, ptr, roundUp(size, kPageBytes));
     reservation.largestFree = largestRange(reservation.free);
+    this.roomAtMost = Math.max(this.roomAtMost, reservation.largestFree);
     reservation.segments--;
     if (reservation.segments === 0 && !reservation.permanent) {
       this.reservations.splice(this.reservations.indexOf(reservation), 1);
@@ -228,10 +254,15 @@ export class CudaDriverAddressSpace implements AddressModel {
     throw new Error(`no virtual address space left for ${size} bytes`);
   }
 
-  /** The reservations in search order with their free ranges, and the gaps: where every later segment will land. */
-  key(): string {
-    const ranges = (list: readonly AddressRange[]) => list.map((r) => `${r.ptr}+${r.size}`).join(',');
-    return `${this.reservations.map((r) => `${r.ptr}+${r.size}:${ranges(r.free)}`).join(';')}|${ranges(this.gaps)}`;
+  /** The reservations in creation order with their free ranges, and the gaps: where every later segment will land. */
+  state(put: (x: number) => void): void {
+    put(this.reservations.length);
+    for (const r of this.reservations) {
+      put(r.ptr);
+      put(r.size);
+      putRanges(put, r.free);
+    }
+    putRanges(put, this.gaps);
   }
 }
 
@@ -271,9 +302,10 @@ class TopDownAddressSpace implements AddressModel {
     return this.next;
   }
 
-  /** The free ranges and the lowest address handed out: where every later segment will land. */
-  key(): string {
-    return `${this.next}|${this.holes.map((h) => `${h.ptr}+${h.size}`).join(',')}`;
+  /** The lowest address handed out and the free ranges: where every later segment will land. */
+  state(put: (x: number) => void): void {
+    put(this.next);
+    putRanges(put, this.holes);
   }
 
   reserveAddressSpace(size: number): number {
@@ -322,9 +354,16 @@ export class SimulatedDevice implements DeviceMemory {
     this.addresses.give(ptr, size);
   }
 
-  /** The address space's state, for Note [Steady state] (engine/train/steady-state.ts). */
+  /** The address space's state, for Note [Steady state] (engine/train/steady-state.ts): numbers given to `put`. */
+  addressSpaceState(put: (x: number) => void): void {
+    this.addresses.state(put);
+  }
+
+  /** The same state as text (equal texts: equal states). */
   addressSpaceKey(): string {
-    return this.addresses.key();
+    const numbers: number[] = [];
+    this.addresses.state((x) => numbers.push(x));
+    return numbers.join(',');
   }
 
   reserveAddressSpace(size: number): number {

@@ -259,6 +259,17 @@ export class CheckpointFrame {
 /** Numbers the backward passes (nested ones included), to reset each node's bookkeeping once per pass. */
 let backwardEpoch = 0;
 
+/**
+ * A node's InputBuffer: one slot per output of the node, empty. Filled by `push`, not `new Array(n).fill(null)`,
+ * which optimized code met with another map than it was compiled for on every backward call and deoptimized
+ * (node --trace-deopt: `backward` 26 times in a Llama 2 70B search).
+ */
+function inputBuffer(slots: number): (Tensor | null)[] {
+  const buffer: (Tensor | null)[] = [];
+  for (let i = 0; i < slots; i++) buffer.push(null);
+  return buffer;
+}
+
 export class Autograd {
   private sequenceNr = 0;
   /** The checkpointed region whose forward is running, or null. */
@@ -486,7 +497,7 @@ export class Autograd {
       }
     }
     const ready = new ReadyQueue<Node>();
-    const startBuffer = new Array<Tensor | null>(start.numOutputs).fill(null);
+    const startBuffer = inputBuffer(start.numOutputs);
     startBuffer[root.outputSlot] = device.ref(rootGrad);
     start.buffer = startBuffer;
     ready.push(start);
@@ -495,7 +506,7 @@ export class Autograd {
     device.thread = 'autograd';
     while (ready.size) {
       const node = ready.pop()!;
-      const inputs = node.buffer ?? new Array<Tensor | null>(node.numOutputs).fill(null);
+      const inputs = node.buffer ?? inputBuffer(node.numOutputs);
       node.buffer = null;
       const outputs = node.apply(inputs);
       // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
@@ -529,7 +540,7 @@ export class Autograd {
         }
         const next = e.node;
         if (g) {
-          if (!next.buffer) next.buffer = new Array<Tensor | null>(next.numOutputs).fill(null);
+          if (!next.buffer) next.buffer = inputBuffer(next.numOutputs);
           next.buffer[e.slot] = this.accumulate(next.buffer[e.slot] ?? null, g);
         }
         if (--next.deps === 0) ready.push(next);

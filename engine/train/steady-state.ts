@@ -34,18 +34,19 @@ const kPendingFree = 1;
 const kAllocated = 2;
 
 /**
- * Everything that decides the next step's allocations (Note [Steady state]): the device's address space and the
- * cuDNN plans as text (short), and the segments of `allocator.segments()` in address order as numbers, read
- * straight from the blocks: per segment its address, stream, pool (1: small), whether expandable (1) and its
- * number of mapped blocks, then per block its address, size, state (free, pending free, allocated) and requested
- * size (0 unless allocated). Equal states: equal futures. This runs after every step: numbers, not a string of
- * every block, are what it builds.
+ * Everything that decides the next step's allocations (Note [Steady state]): the cuDNN plans as text (short), and
+ * as numbers the device's address space (`SimulatedDevice.addressSpaceState`: where the next segment lands) then
+ * the segments of `allocator.segments()` in address order, read straight from the blocks: per segment its address,
+ * stream, pool (1: small), whether expandable (1) and its number of mapped blocks, then per block its address,
+ * size, state (free, pending free, allocated) and requested size (0 unless allocated). Equal states: equal futures.
+ * This runs after every step: numbers, not a string of every block and range, are what it builds.
  */
 export interface AllocatorState {
-  readonly addressSpace: string;
   /** The cached plans by key, as `key=size,size` joined by spaces. */
   readonly convPlans: string;
   readonly numbers: Float64Array;
+  /** How many of the numbers, first, are the address space's. */
+  readonly addressSpaceNumbers: number;
 }
 
 /** Numbers collected for one state (grown as needed; one state is read at a time). */
@@ -70,6 +71,8 @@ export function allocatorState(allocator: CachingAllocator, device: SimulatedDev
     }
     out[n++] = x;
   };
+  device.addressSpaceState(put);
+  const addressSpaceNumbers = n;
   for (const { address, head } of segments) {
     put(address);
     put(head.stream);
@@ -89,14 +92,14 @@ export function allocatorState(allocator: CachingAllocator, device: SimulatedDev
     out[countAt] = count;
   }
   const plans = convPlans.size === 0 ? '' : [...convPlans].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, sizes]) => `${key}=${sizes.join(',')}`).join(' ');
-  return { addressSpace: device.addressSpaceKey(), convPlans: plans, numbers: out.slice(0, n) };
+  return { convPlans: plans, numbers: out.slice(0, n), addressSpaceNumbers };
 }
 
 /** The state as one string (equal strings: equal states); the tests read it. */
 export function steadyStateKey(allocator: CachingAllocator, device: SimulatedDevice, convPlans: ReadonlyMap<string, readonly number[]>): string {
-  const { addressSpace, convPlans: plans, numbers } = allocatorState(allocator, device, convPlans);
-  const parts: string[] = [addressSpace];
-  for (let i = 0; i < numbers.length; ) {
+  const { convPlans: plans, numbers, addressSpaceNumbers } = allocatorState(allocator, device, convPlans);
+  const parts: string[] = [numbers.subarray(0, addressSpaceNumbers).join(',')];
+  for (let i = addressSpaceNumbers; i < numbers.length; ) {
     parts.push(`S${numbers[i]}:${numbers[i + 1]}:${numbers[i + 2] === 1 ? 'small' : 'large'}:${numbers[i + 3] === 1 ? 'e' : ''}`);
     const count = numbers[i + 4]!;
     i += 5;
@@ -128,7 +131,7 @@ export class SteadyStates {
 }
 
 function equalStates(a: AllocatorState, b: AllocatorState): boolean {
-  if (a.addressSpace !== b.addressSpace || a.convPlans !== b.convPlans || a.numbers.length !== b.numbers.length) return false;
+  if (a.convPlans !== b.convPlans || a.numbers.length !== b.numbers.length || a.addressSpaceNumbers !== b.addressSpaceNumbers) return false;
   const x = a.numbers;
   const y = b.numbers;
   for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
