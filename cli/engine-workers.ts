@@ -184,12 +184,23 @@ export class EngineWorkers {
     return searchOnPool(plan, options, { pool, worthWorkersMs: this.worthWorkersMs, pause: () => new Promise((resolve) => setImmediate(resolve)) }, this.lastSearch);
   }
 
-  /** `findMaxBatch` of each (plan, options), one search per worker at a time. */
-  async maxBatchEach(searches: readonly { plan: Plan; options: MaxBatchOptions }[]): Promise<MaxBatchResult[]> {
+  /**
+   * `findMaxBatch` of each (plan, options), one search per worker at a time; a search the engine refuses (its plan
+   * asks for what is not simulated on that GPU) gives the InputError saying why, and the others go on.
+   */
+  async maxBatchEach(searches: readonly { plan: Plan; options: MaxBatchOptions }[]): Promise<(MaxBatchResult | InputError)[]> {
+    const here = (plan: Plan, options: MaxBatchOptions): MaxBatchResult | InputError => {
+      try {
+        return findMaxBatch(plan, options);
+      } catch (error) {
+        if (error instanceof InputError) return error;
+        throw error;
+      }
+    };
     this.start();
-    if (this.size === 0) return searches.map(({ plan, options }) => findMaxBatch(plan, options));
+    if (this.size === 0) return searches.map(({ plan, options }) => here(plan, options));
     // A search whose worker failed runs here (an error in it then surfaces from this thread).
-    return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) }).catch(() => findMaxBatch(plan, options))));
+    return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) }).catch(() => here(plan, options))));
   }
 
   /** Stops the workers (the process can then exit). */

@@ -134,6 +134,18 @@ export function readPlanWithOverrides(file: string, values: Values, gpuName?: st
   );
 }
 
+/**
+ * A problem the engine found while simulating the plan (a field it cannot simulate, a target that matches no
+ * module), named as readPlanWithOverrides names a plan's problems: by the flag that set the field, else with the
+ * file, so that a script running many plans can tell which one failed. Other errors pass through.
+ */
+export function namedForPlanFile(error: unknown, file: string, values: Values, gpuName?: string): unknown {
+  if (!(error instanceof InputError) || error instanceof InputIssuesError || !/^(training|model|allocator)\./.test(error.where)) return error;
+  const { flags } = overriddenPlanValue(file, values, gpuName);
+  const flag = [...flags].find(([path]) => error.where === path || error.where.startsWith(`${path}.`))?.[1];
+  return new InputError(flag ? `${flag} (${error.where})` : `${file}: ${error.where}`, error.problem);
+}
+
 /** The memory cap the flags ask for: bytes, or a fraction of the GPU; at most one of them. */
 function capFlags(values: Values): { limitBytes?: number; limitFlag?: string; fraction?: number } {
   const limitFlags = (['memory-limit', 'memory-limit-bytes'] as const).filter((f) => typeof values[f] === 'string');

@@ -117,7 +117,10 @@ export function unstableRegionText(region: { from_batch: number; to_batch: numbe
 /** What a plan that does not fit needs (max-batch's `needed`). */
 export function neededText(needed: { peak_reserved_bytes: number; fits_on: { id: string }[] }, size: (n: number) => string): string {
   const where = needed.fits_on.length ? `it fits on ${needed.fits_on.map((g) => g.id).join(', ')}` : 'it fits on no GPU of the catalog';
-  return `Batch 1 reserves ${size(needed.peak_reserved_bytes)} with no cap (less under one: PyTorch frees its cache and retries); simulated at batch 1, ${where}.`;
+  return (
+    `Batch 1 reserves ${size(needed.peak_reserved_bytes)} here with no cap (less under a cap: PyTorch frees its cache and retries). ` +
+    `Simulated on each GPU of the catalog, whose attention kernels and workspaces differ, ${where}.`
+  );
 }
 
 export function recommendationText(r: Recommendation, cap: number): string {

@@ -6,7 +6,7 @@
 import { InputError, RESULT_SCHEMA_VERSION, caveatsSchema, formatSize, maxBatchResultSchema, stringifyResult, type MaxBatchResult } from '../../engine/index.ts';
 import { EngineWorkers } from '../engine-workers.ts';
 import { gpuCatalog } from '../gpus.ts';
-import { placePlan, readPlanWithOverrides, type GpuChoice } from '../plan-options.ts';
+import { namedForPlanFile, placePlan, readPlanWithOverrides, type GpuChoice } from '../plan-options.ts';
 import { z } from 'zod';
 
 /** What `max-batch --gpu all --json` prints: one object, a max-batch result per GPU with its caveats. */
@@ -14,13 +14,18 @@ export const maxBatchAllGpusSchema = z.object({
   schema_version: z.literal(RESULT_SCHEMA_VERSION),
   kind: z.literal('max_batch_all_gpus'),
   plan_name: z.string(),
-  /** Every catalog GPU, the largest batch first (ties: the larger cap first). */
+  /** Every catalog GPU the plan is simulated on, the largest batch first (ties: the larger cap first). */
   results: z.array(maxBatchResultSchema.extend({ caveats: caveatsSchema })),
+  /** The catalog GPUs the plan is not simulated on (e.g. sliding-window attention past the window off the H100), and why. */
+  not_simulated: z.array(z.object({ gpu: z.string(), field: z.string(), message: z.string() })),
 });
+
+/** A GPU the engine refused the plan on: the field and what it said. */
+type Refused = z.output<typeof maxBatchAllGpusSchema>['not_simulated'][number];
 
 type Row = MaxBatchResult;
 
-function table(file: string, rows: Row[]): string {
+function table(file: string, rows: Row[], refused: Refused[]): string {
   const name = rows[0]?.plan_name || file;
   const lines = [
     `${name}: the largest micro-batch on every GPU of the catalog (memplan gpus), largest first`,
@@ -34,6 +39,10 @@ function table(file: string, rows: Row[]): string {
       );
     }),
   ];
+  // one line per reason: GPUs refused for the same reason together
+  const reasons = new Map<string, string[]>();
+  for (const r of refused) reasons.set(`${r.field}: ${r.message}`, [...(reasons.get(`${r.field}: ${r.message}`) ?? []), r.gpu]);
+  if (reasons.size) lines.push('', ...[...reasons].map(([reason, gpus]) => `Not simulated on ${gpus.join(', ')}: ${reason}`));
   const none = rows.filter((r) => r.max_batch === 0);
   if (none.length) lines.push('', `Nothing fits on ${none.map((r) => r.gpu.id).join(', ')}: even a batch of 1 runs out of memory.`);
   if (rows.some((r) => r.reached_upper_bound)) lines.push('', 'A search that reached its upper bound may fit larger batches still.');
@@ -62,14 +71,22 @@ export async function maxBatchOnEveryGpu(
   });
   // one search per GPU on each core (cli/engine-workers.ts)
   const workers = new EngineWorkers(options.threads);
-  let results: MaxBatchResult[];
+  let results: (MaxBatchResult | InputError)[];
   try {
     results = await workers.maxBatchEach(searches);
   } finally {
     await workers.close();
   }
-  const rows: Row[] = results.map((r) => ({ ...r, plan_name: r.plan_name || file }));
+  const refused: Refused[] = [];
+  const rows: Row[] = [];
+  results.forEach((r, i) => {
+    if (r instanceof InputError) refused.push({ gpu: searches[i]!.options.device.id ?? searches[i]!.options.device.name, field: r.where, message: r.problem });
+    else rows.push({ ...r, plan_name: r.plan_name || file });
+  });
+  // refused everywhere: the plan's own problem, said as a single search says it
+  const first = results.find((r) => r instanceof InputError);
+  if (rows.length === 0 && first) throw namedForPlanFile(first, file, values);
   rows.sort((a, b) => b.max_batch - a.max_batch || b.cap_bytes - a.cap_bytes);
-  if (!options.json) return table(file, rows);
-  return stringifyResult({ schema_version: RESULT_SCHEMA_VERSION, kind: 'max_batch_all_gpus', plan_name: rows[0]?.plan_name ?? file, results: rows }) + '\n';
+  if (!options.json) return table(file, rows, refused);
+  return stringifyResult({ schema_version: RESULT_SCHEMA_VERSION, kind: 'max_batch_all_gpus', plan_name: rows[0]?.plan_name ?? file, results: rows, not_simulated: refused }) + '\n';
 }

@@ -3,7 +3,7 @@ import { DEFAULT_SAFETY_MARGIN, InputError, formatSize, stringifyResult, type Ad
 import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
-import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
+import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { maxBatchOnEveryGpu } from './max-batch-all.ts';
 import { adviceChange, adviceCost, joinLines, neededText, notApplicableText, recommendationText, unstableRegionText } from '../words.ts';
 import { gpuCatalog } from '../gpus.ts';
@@ -97,7 +97,9 @@ async function run(args: string[]): Promise<void> {
   let advice: AdviceResult | null = null;
   let answer: string[];
   try {
-    r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) });
+    r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) }).catch((error: unknown) => {
+      throw namedForPlanFile(error, file, values, choice.gpu);
+    });
     // The answer first; the advice (a search per change) follows when it is ready.
     answer = answerLines(file, r);
     if (!values.json) process.stdout.write(joinLines(answer, undefined));

@@ -2,7 +2,7 @@
 import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
-import { PLAN_OPTIONS, gpuChoice, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
+import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
 import { adviceChange, adviceCost, groupDigits, joinLines, notApplicableText, noteText } from '../words.ts';
 
 const usage = `Usage: memplan simulate PLAN.json [options]
@@ -29,6 +29,7 @@ function answerLines(file: string, r: SimulateResult): string[] {
   return [
     `${r.plan_name || file}: ${groupDigits(r.model.parameter_count)} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
     r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
+    ...(r.oom && r.needed_bytes !== null ? [`Needs ${formatSize(r.needed_bytes)} reserved at this batch with no cap (simulated on this GPU with unbounded memory)`] : []),
     `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (step ${r.peak_at.step}, ${r.peak_at.phase})`,
     `max_memory_reserved()   ${formatSize(r.peak_reserved_bytes)}`,
     `nvidia-smi (approx.)    ${formatSize(r.nvidia_smi_bytes)}`,
@@ -78,7 +79,12 @@ async function run(args: string[]): Promise<void> {
   const choice = gpuChoice(values);
   if (choice.gpu?.trim().toLowerCase() === 'all') throw new InputError('--gpu', '"all" is for max-batch (the largest batch on every GPU of the catalog); simulate takes one GPU');
   const { plan, device } = placePlan(readPlanWithOverrides(file, values, choice.gpu), choice);
-  const r = simulate(plan, { device });
+  let r: SimulateResult;
+  try {
+    r = simulate(plan, { device });
+  } catch (error) {
+    throw namedForPlanFile(error, file, values, choice.gpu);
+  }
   // The answer first; the advice (a simulation per change) follows when it is ready.
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));

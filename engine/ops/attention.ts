@@ -60,7 +60,7 @@ export interface SdpaOptions {
   /** Names the tensors in the breakdown. k and v may have fewer heads than q (`enable_gqa=True`). */
   label: string;
   /**
-   * A boolean `attn_mask` (cuDNN only): `scaled_dot_product_attention` converts it first
+   * A boolean `attn_mask` (cuDNN and memory-efficient attention): `scaled_dot_product_attention` converts it first
    * (`convert_boolean_attn_mask`: `where(mask, scalar_tensor(0), scalar_tensor(-inf))` in the query's dtype, the
    * mask's shape materialized), and cuDNN saves that bias for its backward (measured: mistral_4l_bf16_window256_s512).
    */
@@ -78,6 +78,20 @@ export function scaledDotProductAttention(rt: Runtime, q: Tensor, k: Tensor, v: 
 }
 
 /**
+ * `convert_boolean_attn_mask`: a boolean mask as an additive bias, `where(mask, scalar_tensor(0),
+ * scalar_tensor(-inf))` in the query's dtype, the mask's shape materialized; the kernel saves it for its backward.
+ */
+function maskAsBias(rt: Runtime, attnMask: Tensor, dtype: DType, label: string): Tensor {
+  const { cuda } = rt;
+  const negInf = cuda.empty([], dtype, `${label} mask: scalar_tensor(-inf)`, 'temporary');
+  const zero = cuda.empty([], dtype, `${label} mask: scalar_tensor(0)`, 'temporary');
+  const bias = cuda.empty(attnMask.shape, dtype, `${label} mask as bias`, 'activation');
+  cuda.release(negInf);
+  cuda.release(zero);
+  return bias;
+}
+
+/**
  * cuDNN attention (`_scaled_dot_product_cudnn_attention_cuda`): seed and offset (two int64 scalars, always),
  * the output, the softmax statistics [B, H, L, 1] fp32 (when a gradient is needed), and cuDNN's workspace for the
  * duration of the call. Backward: dq, dk, dv like the inputs, then cuDNN's backward workspace. Measured on the
@@ -88,14 +102,7 @@ function cudnnAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, a
   const { cuda, autograd } = rt;
   const [b, h, l] = q.shape as [number, number, number, number];
   const d = q.shape[3]!;
-  let bias: Tensor | null = null;
-  if (attnMask) {
-    const negInf = cuda.empty([], q.dtype, `${label} mask: scalar_tensor(-inf)`, 'temporary');
-    const zero = cuda.empty([], q.dtype, `${label} mask: scalar_tensor(0)`, 'temporary');
-    bias = cuda.empty(attnMask.shape, q.dtype, `${label} mask as bias`, 'activation');
-    cuda.release(negInf);
-    cuda.release(zero);
-  }
+  const bias = attnMask ? maskAsBias(rt, attnMask, q.dtype, label) : null;
   const needs = autograd.needsGrad([q, k, v]);
   const savedInputs = autograd.saveInputs(needs, bias ? [q, k, v, bias] : [q, k, v]);
   const seed = cuda.empty([], 'int64', `${label} cuDNN seed`, 'activation');
@@ -180,11 +187,12 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
  * temporary); the kernel's workspace, an fp32 dQ accumulator per key split:
  * 4 * B * H * align4(ceil(L/BI) * ceil(D/BJ) * (4 + BI*BJ)) bytes with cutlassB.h's tile BI x BJ.
  */
-function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, gradInQueryOrder = false }: SdpaOptions): Tensor {
+function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, gradInQueryOrder = false, attnMask }: SdpaOptions): Tensor {
   const { cuda, autograd } = rt;
   const [b, h, l, d] = q.shape as [number, number, number, number];
+  const bias = attnMask ? maskAsBias(rt, attnMask, q.dtype, label) : null;
   const needs = autograd.needsGrad([q, k, v]);
-  const savedInputs = autograd.saveInputs(needs, [q, k, v]);
+  const savedInputs = autograd.saveInputs(needs, bias ? [q, k, v, bias] : [q, k, v]);
   const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
   const lse = cuda.empty([b, h, needs ? roundUp(l, 32) : 0], 'float32', `${label} logsumexp`, 'activation');
   const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(lse)] : [];
@@ -217,6 +225,7 @@ function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { labe
     cuda.release(gradOut);
     return [dq, dk, dv];
   });
+  cuda.release(bias);
   return out;
 }
 

@@ -78,12 +78,12 @@ export const trainingSchema = z.strictObject({
     .strictObject({
       r: positiveInt,
       alpha: z.number().positive('must be positive'),
-      dropout: z.number().min(0).lt(1, 'must be below 1').default(0),
-      target_modules: z.array(z.string().min(1)).min(1, 'name at least one module'),
+      dropout: z.number().min(0, 'must be zero or more').lt(1, 'must be below 1').default(0),
+      target_modules: z.array(z.string().min(1, 'must not be empty')).min(1, 'name at least one module'),
       quantization: z.enum(['none', '4bit', '8bit']).default('none'),
     })
     .optional(),
-  freeze: z.array(z.string().min(1)).default([]),
+  freeze: z.array(z.string().min(1, 'must not be empty')).default([]),
 });
 
 export const gpuSchema = z.union([

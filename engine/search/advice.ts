@@ -15,7 +15,7 @@ import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../resul
 import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
-import { PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
+import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
 import { PRESETS } from '../models/presets.ts';
 import { bytesPerSample, findMaxBatch, largestBatch, type SearchStart } from './max-batch.ts';
 
@@ -92,7 +92,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   const targets = peftDefaultTargets(modelType ?? '');
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
-    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text${modelType ? `; not ${modelType}` : ''})`;
+    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
     return { skip: { id: 'lora', reason_id: 'not_simulated', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };

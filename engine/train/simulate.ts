@@ -202,7 +202,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
   if (t.lora && t.lora.quantization !== 'none') {
-    throw new InputError('training.lora.quantization', `a ${t.lora.quantization} base (QLoRA) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead`);
+    throw new InputError('training.lora.quantization', `${t.lora.quantization === '4bit' ? 'a 4-bit' : 'an 8-bit'} base (QLoRA) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead`);
   }
   const model = applyFineTuning(buildModel(plan, spec), fineTuningOf(t));
 

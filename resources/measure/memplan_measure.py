@@ -839,6 +839,9 @@ def environment() -> dict:
         "allocator_backend": torch.cuda.get_allocator_backend(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "sdpa_enabled": {
+            backend: getattr(torch.backends.cuda, f"{backend}_sdp_enabled")() for backend in ("cudnn", "flash", "mem_efficient", "math")
+        },
         "env": {
             key: value
             for key, value in sorted(os.environ.items())
@@ -935,6 +938,13 @@ def prepare_child() -> None:
     """What every measuring child does before it builds anything: fixed seed, cuDNN autotuning off."""
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = False
+    # MEMPLAN_SDPA_DISABLE=cudnn,flash: scaled_dot_product_attention as a GPU without cuDNN attention runs it (the
+    # A100 runs flash attention, which takes no mask, so with a mask the memory-efficient kernel), on the GPU at
+    # hand; the result's environment says which backends were enabled (sdpa_enabled)
+    for backend in filter(None, (b.strip() for b in os.environ.get("MEMPLAN_SDPA_DISABLE", "").split(","))):
+        if backend not in ("cudnn", "flash", "mem_efficient", "math"):
+            raise PlanError("MEMPLAN_SDPA_DISABLE", f"unknown SDPA backend {backend!r}; expected cudnn, flash, mem_efficient or math")
+        getattr(torch.backends.cuda, f"enable_{backend}_sdp")(False)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -54,6 +54,15 @@ describe('worker threads give what one thread gives', () => {
     });
     const expected = searches.map(({ plan, options }) => findMaxBatch(plan, options));
     expect(await withWorkers(2, (w) => w.maxBatchEach(searches))).toEqual(expected);
+    // a search the engine refuses gives its InputError, in its place, and the others their results
+    const qlora = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { batch_size: 1, seq_len: 128, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: ['q_proj'], quantization: '4bit' } } });
+    const mixed = [searches[0]!, { plan: qlora, options: { device: planGpu(qlora) } }];
+    for (const threads of [1, 2]) {
+      const [found, refused] = await withWorkers(threads, (w) => w.maxBatchEach(mixed));
+      expect(found, `${threads} threads`).toEqual(expected[0]);
+      expect(refused, `${threads} threads`).toBeInstanceOf(InputError);
+      expect((refused as InputError).where).toBe('training.lora.quantization');
+    }
   }, 180_000);
 
   it("a worker's error comes back as what it is: bad input as an InputError at its field, else with its stack", async () => {

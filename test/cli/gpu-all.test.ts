@@ -4,7 +4,7 @@ import { findMaxBatch, maxBatchResultSchema } from '../../engine/index.ts';
 import { gpuCatalog, gpuDevice } from '../../cli/gpus.ts';
 import { readPlanWithOverrides } from '../../cli/plan-options.ts';
 import { maxBatchAllGpusSchema } from '../../cli/commands/max-batch-all.ts';
-import { json, memplan, refused } from './support.ts';
+import { json, memplan, planFile, refused } from './support.ts';
 
 const mlp = 'examples/mlp-fp16.plan.json';
 
@@ -45,6 +45,17 @@ describe('max-batch --gpu all', () => {
     const r = memplan(['max-batch', 'examples/llama-3-8b-bf16.plan.json', '--gpu', 'all', '--optimizer', 'adam']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Nothing fits on .*t4.*: even a batch of 1 runs out of memory\.$/m);
+  });
+
+  it('a plan the engine refuses on every GPU: exit 2, naming the file and the field (as --gpu ID does)', () => {
+    // fp32 attention past a sliding window: refused on every GPU (not measured)
+    const window = planFile('window-fp32.plan.json', {
+      format: 'memplan.plan',
+      version: 1,
+      model: { hf_config: { model_type: 'mistral', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, sliding_window: 256 } },
+      training: { batch_size: 1, seq_len: 256, precision: 'fp32', optimizer: 'sgd' },
+    });
+    expect(refused(['max-batch', window, '--gpu', 'all', '--memory-fraction', '0.01'])).toMatch(/^memplan: \S*window-fp32\.plan\.json: training\.seq_len: reaches the sliding window: .* not yet in float32/);
   });
 
   it('refuses a byte cap (it describes one GPU) and --gpu all on simulate', () => {

@@ -196,6 +196,48 @@ describe('memplan simulate and max-batch', () => {
     expect(memplan('simulate', bad).stderr).toContain('not valid JSON');
   });
 
+  it('names the file, or the flag, of a field the engine refuses while simulating (a script running many plans sees which)', () => {
+    const qlora = join(scratch, 'qlora-plan.json');
+    writeFileSync(qlora, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { batch_size: 1, seq_len: 128, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: ['q_proj'], quantization: '8bit' } } }));
+    for (const command of ['simulate', 'max-batch']) {
+      const r = memplan(command, qlora);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim()).toBe(`memplan: ${qlora}: training.lora.quantization: an 8-bit base (QLoRA) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead`);
+    }
+    const window = join(scratch, 'window-plan.json');
+    writeFileSync(window, JSON.stringify({ format: 'memplan.plan', version: 1, model: { hf_config: { model_type: 'mistral', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, sliding_window: 256 } }, training: { batch_size: 1, seq_len: 128, precision: 'fp32' } }));
+    expect(memplan('simulate', window, '--no-advice').code).toBe(0);
+    const r = memplan('simulate', window, '--seq-len', '256');
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/^memplan: --seq-len \(training\.seq_len\): reaches the sliding window: /);
+  });
+
+  it('refuses a freeze that leaves nothing to train (PyTorch: "element 0 of tensors does not require grad"), at training.freeze', () => {
+    const frozen = join(scratch, 'frozen-plan.json');
+    const training = { batch_size: 1, seq_len: 64, precision: 'bf16' };
+    writeFileSync(frozen, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { ...training, freeze: ['*'] } }));
+    let r = memplan('simulate', frozen);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim()).toBe(`memplan: ${frozen}: training.freeze: this pattern freezes every parameter: nothing would train (loss.backward() raises "element 0 of tensors does not require grad")`);
+    writeFileSync(frozen, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { ...training, lora: { r: 8, alpha: 16, target_modules: ['q_proj'] }, freeze: ['*lora_A*', '*lora_B*'] } }));
+    r = memplan('simulate', frozen);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/training\.freeze: these patterns freeze every LoRA adapter \(with LoRA the adapters are all that trains\): nothing would train/);
+    // freezing all but the head trains the head
+    writeFileSync(frozen, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { ...training, freeze: ['model.*'] } }));
+    expect(memplan('simulate', frozen, '--no-advice').code).toBe(0);
+  });
+
+  it('simulate says what a plan that runs out of memory needs with no cap', () => {
+    const r = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json', '--gpu', 'a100-40gb', '--no-advice');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^OUT OF MEMORY in step \d/m);
+    const needed = /^Needs ([\d.]+) GiB reserved at this batch with no cap \(simulated on this GPU with unbounded memory\)$/m.exec(r.stdout);
+    expect(needed, r.stdout).not.toBeNull();
+    const out = JSON.parse(memplan('simulate', 'examples/llama-3-8b-bf16.plan.json', '--gpu', 'a100-40gb', '--no-advice', '--json').stdout) as { needed_bytes: number };
+    expect(Number(needed![1])).toBeCloseTo(out.needed_bytes / 2 ** 30, 2);
+  });
+
   it('max-batch --json finds the largest batch under a cap and lists its trials', () => {
     const r = memplan('max-batch', plan, '--memory-limit-bytes', String(2 ** 31), '--json');
     expect(r.code).toBe(0);

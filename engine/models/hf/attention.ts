@@ -4,7 +4,7 @@
  * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
  */
 import { castLower } from '../../ops/autocast.ts';
-import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice } from '../../ops/attention.ts';
+import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice, type SdpaBackend } from '../../ops/attention.ts';
 import { InputError } from '../../errors.ts';
 import { addTensors, cat, mulScalar, promote, softmax, tanh, toDType } from '../../ops/elementwise.ts';
 import { copy, matmul, viewCopyingGrad } from '../../ops/matmul.ts';
@@ -66,15 +66,26 @@ export interface AttentionCall {
 }
 
 /**
+ * The kernel `scaled_dot_product_attention` runs for a call with q in `dtype`. With a mask (a sliding window, from
+ * the window on) `repeat_kv` ran first, so k and v have q's heads; and flash attention takes no mask, so where it
+ * would run PyTorch runs the memory-efficient kernel (measured with cuDNN and flash attention turned off on the
+ * H100, as the A100 runs it: test/fixtures/calibration-sdpa-efficient).
+ */
+export function sdpaBackendOf(dtype: DType, call: Pick<AttentionCall, 'device' | 'gqa' | 'mask'>): SdpaBackend {
+  const unmasked = sdpaBackend(dtype, 2, call.gqa && !call.mask ? 1 : 2, call.device);
+  return call.mask && unmasked === 'flash' ? 'efficient' : unmasked;
+}
+
+/**
  * Which of q, k and v get their gradient back in [B, H, T, D] memory order, so that the `view(B, T, H, D)` before
  * the heads' transpose must copy it (splitHeads): eager attention's bmm gradients are [B*H, T, D] for q and v,
  * while k's (through k^T) is [B*H, D, T], which views back; cuDNN and flash make dk and dv like k and v, which
  * are [B, H, T, D] copies when the cache made them; memory-efficient attention makes all three [B, T, H, D].
  * Measured on the H100 (gpt2_small_fp32_eager_adam, gpt2_small_amp_bf16_adamw).
  */
-export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous' | 'gqa'>): { q: boolean; k: boolean; v: boolean } {
+export function gradCopies(q: { dtype: DType }, call: Pick<AttentionCall, 'impl' | 'device' | 'kvContiguous' | 'gqa' | 'mask'>): { q: boolean; k: boolean; v: boolean } {
   if (call.impl === 'eager') return { q: true, k: false, v: true };
-  const backend = sdpaBackend(q.dtype, 2, call.gqa ? 1 : 2, call.device);
+  const backend = sdpaBackendOf(q.dtype, call);
   // the math backend's gradients are [B, H, T, D] (scaling multiplications, sums of the repeats)
   if (backend === 'math') return { q: true, k: true, v: true };
   const kv = backend !== 'efficient' && call.kvContiguous;
@@ -112,9 +123,9 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     const vr = repeat ? repeatKv(rt, v, h, `${call.label} value`) : cuda.ref(v);
     // scaled_dot_product_attention is on autocast's lower-precision list: v, k, q cast (right to left) first
     const [qc, kc, vc] = castLower(rt, [q, kr, vr], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
-    const backend = sdpaBackend(qc!.dtype, qc!.shape[1]!, kc!.shape[1]!, call.device);
-    if (call.mask && backend !== 'cudnn') {
-      throw new InputError('training.seq_len', `sliding-window attention with the ${backend} backend (${qc!.dtype}) at or beyond the window is not simulated yet: use bf16 or fp16, or a seq_len below the window`);
+    const backend = sdpaBackendOf(qc!.dtype, { device: call.device, mask: call.mask, gqa: kc!.shape[1] !== qc!.shape[1] });
+    if (call.mask && backend !== 'cudnn' && !(backend === 'efficient' && qc!.dtype !== 'float32')) {
+      throw new InputError('training.seq_len', `reaches the sliding window: SDPA then gets a mask, which memplan simulates in bf16 and fp16 (cuDNN or memory-efficient attention) but not yet in ${qc!.dtype}: train in bf16, fp16 or AMP, or with a seq_len below the window`);
     }
     // the math backend reshapes what is not in [B, H, T, D] memory: the cache's copies are
     const headMajor = { q: call.qContiguous ?? false, k: call.kvContiguous || repeat, v: call.kvContiguous || repeat };

@@ -116,6 +116,9 @@ export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 
 const WHERE = 'model.hf_config';
 
+/** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
+export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'gemma2', 'gemma3_text', 'bert'];
+
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
 }
@@ -298,7 +301,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       };
     }
     default:
-      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, gemma2, gemma3_text, bert`);
+      throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
   }
 }
 

@@ -6,12 +6,13 @@ import { gpt2Model, type HfModelOptions } from './gpt2.ts';
 import { llamaModel } from './llama.ts';
 import { bertModel } from './bert.ts';
 import { gemmaModel } from './gemma.ts';
+import { LORA_MODEL_TYPES } from '../peft/lora.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
   if (options.seqLen > positions) throw new InputError('training.seq_len', `${options.seqLen} is more than the model's ${positions} positions`);
   if (options.tuning?.lora && (cfg.family === 'gpt2' || cfg.family === 'bert')) {
-    throw new InputError('training.lora', `LoRA on ${cfg.family} is not simulated yet; simulated: llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text`);
+    throw new InputError('training.lora', `LoRA on ${cfg.family} is not simulated yet; simulated: ${LORA_MODEL_TYPES.join(', ')}`);
   }
   switch (cfg.family) {
     case 'gpt2':

@@ -40,6 +40,9 @@ export interface FineTuning {
 
 export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
+/** The `model_type`s memplan simulates LoRA on (each has PEFT default targets: `peftDefaultTargets`). */
+export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'phi3', 'gemma2', 'gemma3_text'];
+
 /**
  * `LoraConfig()`'s defaults (peft/tuners/lora/config.py: r 8, lora_alpha 8, lora_dropout 0.0) and the modules it
  * targets when none are named (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q_proj
@@ -48,8 +51,8 @@ export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
  */
 export const PEFT_LORA_DEFAULTS = { r: 8, alpha: 8, dropout: 0 } as const;
 export function peftDefaultTargets(modelType: string): string[] | null {
-  if (['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'gemma2', 'gemma3_text'].includes(modelType)) return ['q_proj', 'v_proj'];
   if (modelType === 'phi3') return ['qkv_proj'];
+  if (LORA_MODEL_TYPES.includes(modelType)) return ['q_proj', 'v_proj'];
   return null;
 }
 
@@ -109,6 +112,11 @@ export function markFrozen(params: ParameterSpec[], tuning: FineTuning): { error
     const matched = params.filter((p) => !p.buffer && matchesPattern(p.name, pattern));
     if (!matched.length) return { error: `the pattern ${JSON.stringify(pattern)} matches no parameter (names as model.named_parameters() gives them, e.g. ${JSON.stringify(params[0]?.name ?? '')})`, where: 'training.freeze' };
     for (const p of matched) p.frozen = true;
+  }
+  // loss.backward() would raise "element 0 of tensors does not require grad and does not have a grad_fn"
+  if (tuning.freeze.length > 0 && !params.some((p) => !p.buffer && !p.frozen)) {
+    const what = tuning.lora ? 'every LoRA adapter (with LoRA the adapters are all that trains)' : 'every parameter';
+    return { error: `${tuning.freeze.length === 1 ? 'this pattern freezes' : 'these patterns freeze'} ${what}: nothing would train (loss.backward() raises "element 0 of tensors does not require grad")`, where: 'training.freeze' };
   }
   return { error: null, where: '' };
 }
@@ -179,7 +187,7 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  */
 export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
-    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')} (LoRA is simulated for the llama, mistral, qwen2, qwen3 and phi3 models)`);
+    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')} (LoRA is simulated for ${LORA_MODEL_TYPES.join(', ')})`);
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);

@@ -1,24 +1,202 @@
 /**
  * A problem's message in the interface's language. The shell's own checks use message codes (`local:...`); the
- * engine's schema messages are English sentences of a few fixed shapes, worded again here for Chinese. A message
- * of another shape is shown as the engine wrote it.
+ * engine's messages (the plan schema's, a config.json's, the simulator's refusals) are English sentences of fixed
+ * shapes, worded again here for Chinese with their names, numbers and quoted values kept as the engine wrote them.
+ * A message of another shape is shown as the engine wrote it.
+ *
+ * The schema's messages may end with what was given (engine/plan/issues.ts `given`): `, got 1.5`,
+ * `, got "8" (text)`, `, got a list`. `GOT` matches that tail, `got` words it. A group that took no part in the
+ * match reaches its wording as ''.
  */
 import type { Messages } from './index.ts';
 import type { Locale } from './types.ts';
 
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/** A fixed message, matched as it is. */
+const exactly = (text: string) => new RegExp(`^${escape(text)}$`);
+
+/** A value a message says was given (`"8" (text)`, `a list`, `an object`, `1.5`, `null`). */
+function given(value: string): string {
+  const text = /^(".*") \(text\)$/s.exec(value);
+  if (text) return `${text[1]}（文本）`;
+  return value === 'a list' ? '列表' : value === 'an object' ? '对象' : value;
+}
+
+/** The optional tail `, got <value>`. */
+const GOT = '(?:, got (.+))?$';
+const got = (value: string) => (value ? `，实际为 ${given(value)}` : '');
+
+/** The schema's words for a type (engine/plan/issues.ts TYPE_WORDS). */
+const TYPE_WORDS: Record<string, string> = {
+  'a number': '数字',
+  'a whole number': '整数',
+  text: '文本',
+  'true or false': 'true 或 false',
+  'a list': '列表',
+  'an object': '对象',
+};
+const typeWord = (t: string) => TYPE_WORDS[t] ?? t;
+
+/** The optional tail `; did you mean "x"?` (or `one of "x", "y"`). */
+const DID_YOU_MEAN = '(?:; did you mean (.+)\\?)?$';
+const didYouMean = (names: string) => (names ? `；是否想输入${names.startsWith('one of ') ? `以下之一：${names.slice('one of '.length)}` : ` ${names}`}？` : '');
+
+/** JSON strings joined by " or " (an escaped quote inside a name is no joint). */
+const orQuoted = (list: string) => list.replace(/(?<!\\)" or "/g, '" 或 "');
+/** Class names joined by " or ". */
+const orNames = (list: string) => list.split(' or ').join(' 或 ');
+/** "a, b and c" as a Chinese list. */
+const listed = (list: string) => list.replace(/, /g, '、').replace(/ (?:and|or) /g, (w) => (w === ' and ' ? ' 和 ' : ' 或 '));
+
+/** A count of engine/plan/limits.ts: `1,000,000`, or `more than 10^15`. */
+const amount = (n: string) => n.replace(/^more than /, '超过 ');
+/** Layers of a layer list, or blocks of a config.json. */
+const layersWord = (what: string) => (what === 'layers' ? '层' : '个块');
+
+/** How a bound reads: `必须${BOUND[op]} n`. */
+const NUMBER_BOUND: Record<string, string> = { '<=': '小于或等于', '<': '小于', '>=': '大于或等于', '>': '大于' };
+const COUNT_BOUND: Record<string, string> = { '<=': '不超过', '<': '少于', '>=': '至少有', '>': '多于' };
+
+/** engine/plan/limits.ts: how every limit's message begins, and the advice two of them end with. */
+const TOO_LARGE = 'too large to simulate: ';
+const tooLarge = '规模过大，无法模拟：';
+const PEAK_AFTER_TWO = escape('. The peak does not change past the second micro-step: plan with 2 to see it');
+const peakAfterTwo = '。峰值在第二个微步之后不再变化：设为 2 即可看到它';
+
 const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
-  [/^must be a positive integer$/, () => '必须是正整数'],
-  [/^must be a whole number$/, () => '必须是整数'],
-  [/^must be zero or more$/, () => '必须大于或等于 0'],
-  [/^is required \((.+)\)$/, (t) => `必填（${t}）`],
+  // The plan schema (engine/plan/schema.ts, worded by engine/plan/issues.ts)
+  [new RegExp(`^must be a positive integer${GOT}`), (g) => `必须是正整数${got(g)}`],
+  [new RegExp(`^must be a whole number${GOT}`), (g) => `必须是整数${got(g)}`],
+  [new RegExp(`^must be zero or more${GOT}`), (g) => `必须大于或等于 0${got(g)}`],
+  [new RegExp(`^must be positive${GOT}`), (g) => `必须大于 0${got(g)}`],
+  [new RegExp(`^must be below (\\S+?)${GOT}`), (n, g) => `必须小于 ${n}${got(g)}`],
+  [new RegExp(`^must not be empty${GOT}`), (g) => `不能为空${got(g)}`],
+  [/^name at least one module$/, () => '至少指定一个模块'],
+  [/^is required \((.+)\)$/, (t) => `必填（${typeWord(t)}）`],
+  [exactly('is required: the config.json of a Hugging Face model names its model_type'), () => '必填：Hugging Face 模型的 config.json 会写明它的 model_type'],
+  [/^is required: one of (.+)$/, (v) => `必填，可选值：${v}`],
+  [/^is required: (".*")$/, (v) => `必填，应为 ${v}`],
+  [/^is required for this model_type$/, () => '此 model_type 必须提供该项'],
   [/^is required$/, () => '必填'],
-  [/^expected (number|string|boolean|array|object|int)$/, (t) => `应为 ${t}`],
+  [new RegExp(`^expected one of (.+); got (.+?)${DID_YOU_MEAN}`), (v, g, c) => `应为以下之一：${v}；实际为 ${given(g)}${didYouMean(c)}`],
   [/^expected one of (.+)$/, (v) => `应为以下之一：${v}`],
+  [/^expected (a number|a whole number|text|true or false|a list|an object), got (.+)$/, (t, g) => `应为${typeWord(t)}${got(g)}`],
+  [/^expected (number|string|boolean|array|object|int)$/, (t) => `应为 ${t}`],
+  [/^expected ("(?:[^"\\]|\\.)*"|-?\d[\d.e+-]*|true|false|null), got (.+)$/, (v, g) => `应为 ${v}${got(g)}`],
+  [/^unknown key (".*"); accepted here: (.+)$/, (k, a) => `未知的键 ${k}；此处可用的键：${a}`],
+  [new RegExp(`^unknown key (".*?")${DID_YOU_MEAN}`), (k, c) => `未知的键 ${k}${didYouMean(c)}`],
   [/^unknown keys? (.+)$/, (k) => `未知的键 ${k}`],
+  [new RegExp(`^unknown layer type (.+?); accepted: (.+?)${DID_YOU_MEAN}`), (v, a, c) => `未知的层类型 ${v}；可用的类型：${a}${didYouMean(c)}`],
+  [new RegExp(`^unknown value (.+?); accepted: (.+?)${DID_YOU_MEAN}`), (v, a, c) => `未知的值 ${v}；可用的值：${a}${didYouMean(c)}`],
+  [new RegExp(`^unknown (\\w+) (.+?); accepted: (.+?)${DID_YOU_MEAN}`), (k, v, a, c) => `未知的 ${k} ${v}；可用的值：${a}${didYouMean(c)}`],
   [/^does not match any accepted form$/, () => '不符合任何可接受的形式'],
-  [/^must be a positive integer, got (.+)$/, (g) => `必须是正整数，实际为 ${g}`],
-  [/^must be divisible by (\S+) \((\d+)\)$/, (k, n) => `必须能被 ${k}（${n}）整除`],
+  // zod's own words, where the schema gives none (`.max(20)`, `.min(1)`)
+  [new RegExp(`^Too (?:big|small): expected number to be ([<>]=?)(\\S+?)${GOT}`), (op, n, g) => `必须${NUMBER_BOUND[op] ?? op} ${n}${got(g)}`],
+  [new RegExp(`^Too (?:big|small): expected string to have ([<>]=?)(\\d+) characters${GOT}`), (op, n, g) => `长度必须${COUNT_BOUND[op] ?? op} ${n} 个字符${got(g)}`],
+  [new RegExp(`^Too (?:big|small): expected array to have ([<>]=?)(\\d+) items${GOT}`), (op, n, g) => `必须${COUNT_BOUND[op] ?? op} ${n} 项${got(g)}`],
+  [/^this is a Hugging Face config\.json, not a plan: put it under model\.hf_config in a plan \((.+)\), with the training settings beside it \((.+)\)$/,
+    (example, doc) => `这是 Hugging Face 的 config.json，不是方案：请把它放在方案的 model.hf_config 下（${example}），并在旁边写上训练设置（${doc}）`],
+
+  // LoRA and frozen parameters (engine/train/simulate.ts, engine/models/peft/lora.ts, engine/models/hf/index.ts)
+  [/^an? (\S+) base \(QLoRA\) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead$/,
+    (bits) => `${bits} 量化的基础模型（QLoRA）需要 bitsandbytes，memplan 尚未对它的显存建模；请改用 bf16 基础模型来规划`],
+  [/^no nn\.Linear of this model is named (.+) \(LoRA is simulated for (.+)\)$/s, (names, types) => `此模型中没有名为 ${orQuoted(names)} 的 nn.Linear（LoRA 目前支持的 model_type：${types}）`],
+  [/^no Linear module of this model matches (.+)$/s, (names) => `此模型中没有与 ${names} 匹配的 Linear 模块`],
+  [/^the pattern (".*") matches no parameter \(names as model\.named_parameters\(\) gives them, e\.g\. (".*")\)$/s,
+    (pattern, example) => `模式 ${pattern} 没有匹配到任何参数（参数名以 model.named_parameters() 给出的为准，例如 ${example}）`],
+  [/^(this pattern freezes|these patterns freeze) (every parameter|every LoRA adapter \(with LoRA the adapters are all that trains\)): nothing would train \(loss\.backward\(\) raises ("[^"]*")\)$/,
+    (who, what, error) =>
+      `${who === 'this pattern freezes' ? '该模式' : '这些模式'}冻结了${what === 'every parameter' ? '所有参数' : '所有 LoRA 适配器（使用 LoRA 时只训练适配器）'}：没有可训练的参数（loss.backward() 会报错 ${error}）`],
+  [/^LoRA on (\S+) is not simulated yet; simulated: (.+)$/, (family, types) => `暂不支持在 ${family} 上模拟 LoRA；目前支持：${types}`],
   [/^(\d+) is more than the model's (\d+) positions$/, (a, b) => `${a} 超过了模型的 ${b} 个位置`],
+
+  // A config.json (engine/models/hf/config.ts)
+  [exactly('quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model'),
+    () => '量化权重（bitsandbytes 4-bit 或 8-bit、GPTQ、AWQ）尚未建模：memplan 只模拟 fp32、bf16 和 fp16 权重；请删除 quantization_config，按未量化的模型来规划'],
+  [exactly('"gemma3" is Gemma3ForConditionalGeneration (text and vision), which transformers does not train from input_ids and labels alone (it requires token_type_ids) and which is not simulated: paste its text_config, with "model_type": "gemma3_text", to plan Gemma3ForCausalLM (the text model alone)'),
+    () => '"gemma3" 是 Gemma3ForConditionalGeneration（文本加视觉），transformers 不能只用 input_ids 和 labels 训练它（它需要 token_type_ids），memplan 也不模拟它：请粘贴它的 text_config，并设置 "model_type": "gemma3_text"，以规划 Gemma3ForCausalLM（仅文本模型）'],
+  [exactly('bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model'), () => '暂不支持模拟双向注意力的 Gemma 3（EmbeddingGemma）：memplan 训练的是因果语言模型'],
+  [/^must be a list of class names$/, () => '必须是类名的列表'],
+  [/^(".*") is not simulated yet; memplan trains (.+) for this model_type$/, (name, classes) => `暂不支持模拟 ${name}；对于此 model_type，memplan 训练的是 ${orNames(classes)}`],
+  [/^the activation (.+) is not simulated yet; simulated: (.+)$/, (name, names) => `暂不支持模拟激活函数 ${name}；目前支持：${names}`],
+  [new RegExp(`^must be a number in \\(0, 1\\]${GOT}`), (g) => `必须是 (0, 1] 区间内的数${got(g)}`],
+  [/^turns (\d+) dimensions of each head; the rotary embedding needs an even number$/, (n) => `会旋转每个头的 ${n} 个维度；旋转位置编码（RoPE）需要偶数个维度`],
+  [/^must divide (\S+) \((\d+)\)$/, (k, n) => `必须能整除 ${k}（${n}）`],
+  [/^must be divisible by (\S+) \((\d+)\)$/, (k, n) => `必须能被 ${k}（${n}）整除`],
+  [/^must be at least num_attention_heads \((\d+)\), or give head_dim: hidden_size \/\/ num_attention_heads is 0$/,
+    (n) => `必须至少为 num_attention_heads（${n}），否则请给出 head_dim：hidden_size // num_attention_heads 为 0`],
+  [new RegExp(`^must be even: the rotary embedding turns pairs of dimensions${GOT}`), (g) => `必须是偶数：旋转位置编码按维度两两旋转${got(g)}`],
+  [/^must list "sliding_attention" or "full_attention" for each of the (\d+) layers$/, (n) => `必须为 ${n} 层中的每一层列出 "sliding_attention" 或 "full_attention"`],
+  [exactly('the router load-balancing loss (output_router_logits: true) is not simulated yet: memplan trains MixtralForCausalLM with its default false, the loss of the language model alone'),
+    () => '暂不支持模拟路由负载均衡损失（output_router_logits: true）：memplan 按默认值 false 训练 MixtralForCausalLM，只计算语言模型本身的损失'],
+  [new RegExp(`^must be a number of at least (\\S+?)${GOT}`), (n, g) => `必须是大于或等于 ${n} 的数${got(g)}`],
+  [/^router jitter noise \((.+)\) is not simulated yet: the published Mixtral models train with 0$/, (v) => `暂不支持模拟路由抖动噪声（${v}）：已发布的 Mixtral 模型训练时该值为 0`],
+  [/^(.+) is not simulated yet: memplan simulates transformers' default, "grouped_mm" \(remove the key to plan it\)$/,
+    (v) => `暂不支持模拟 ${v}：memplan 模拟的是 transformers 默认的专家实现 "grouped_mm"（删除该键即可按它规划）`],
+  [new RegExp(`^must be at most (\\S+) \\((\\d+)\\)${GOT}`), (k, n, g) => `不能超过 ${k}（${n}）${got(g)}`],
+  [new RegExp(`^must be a probability between 0 and 1${GOT}`), (g) => `必须是 0 到 1 之间的概率${got(g)}`],
+  [new RegExp(`^must be true or false${GOT}`), (g) => `必须是 true 或 false${got(g)}`],
+  [new RegExp(`^must be a positive number or null${GOT}`), (g) => `必须是正数或 null${got(g)}`],
+  [/^(".*") is not simulated yet; simulated: (.+)$/, (name, names) => `暂不支持模拟 ${name}；目前支持：${names}`],
+
+  // Sliding-window attention (engine/models/hf/attention.ts, engine/models/hf/llama.ts)
+  [/^reaches the sliding window: SDPA then gets a mask, which memplan simulates in (.+) \((.+) attention\) but not yet in (\S+): train in (.+), or with a seq_len below the window$/,
+    (dtypes, kernels, dtype, advice) =>
+      `达到了滑动窗口：此时 SDPA 会收到掩码；memplan 能模拟 ${listed(dtypes)} 下带掩码的注意力（${listed(kernels)} 注意力），但尚不支持 ${dtype}：请改用 ${listed(advice)} 训练，或使用小于窗口的 seq_len`],
+  [/^eager sliding-window attention \(window (\d+)\) at seq_len (\d+) is not simulated yet: use attention "sdpa" or a seq_len below the window$/,
+    (window, seqLen) => `暂不支持模拟 seq_len 为 ${seqLen} 时的 eager 滑动窗口注意力（窗口 ${window}）：请使用 attention "sdpa"，或小于窗口的 seq_len`],
+
+  // Plans too large to simulate (engine/plan/limits.ts)
+  [new RegExp(`^${TOO_LARGE}(.+) micro-steps per optimizer step; the limit is ([\\d,]+)${PEAK_AFTER_TWO}$`),
+    (n, limit) => `${tooLarge}每个优化器步 ${amount(n)} 个微步（梯度累积）；上限为 ${limit}${peakAfterTwo}`],
+  [new RegExp(`^${TOO_LARGE}(.+) (layers|blocks); the limit is ([\\d,]+) \\(the model is built and its graph held in memory\\)$`),
+    (n, what, limit) => `${tooLarge}${amount(n)} ${layersWord(what)}；上限为 ${limit}（模拟时要构建整个模型，并把它的计算图保存在内存中）`],
+  [new RegExp(`^${TOO_LARGE}one micro-step of (.+) (layers|blocks) makes about (.+) allocator events; the limit is ([\\d,]+) \\(its autograd graph is held in memory\\)$`),
+    (n, what, events, limit) => `${tooLarge}${amount(n)} ${layersWord(what)}的一个微步约产生 ${amount(events)} 次分配器事件；上限为 ${limit}（它的自动求导计算图要保存在内存中）`],
+  [new RegExp(`^${TOO_LARGE}(.+) parameters; the limit is ([\\d,]+) \\(10\\^13\\), where every byte count stays exact$`),
+    (n, limit) => `${tooLarge}${amount(n)} 个参数；上限为 ${limit}（10^13），在此范围内所有字节数都保持精确`],
+  [new RegExp(`^${TOO_LARGE}(.+) parameter and buffer tensors; the limit is ([\\d,]+)$`), (n, limit) => `${tooLarge}${amount(n)} 个参数和缓冲区张量；上限为 ${limit}`],
+  [new RegExp(`^${TOO_LARGE}(\\d+) steps x (.+) micro-steps? x about (.+) allocator events each = about (.+) events; the limit is ([\\d,]+) \\(about (\\d+) s\\)(${PEAK_AFTER_TWO})?$`),
+    (steps, micro, each, total, limit, seconds, peak) =>
+      `${tooLarge}${steps} 步 × ${amount(micro)} 个微步 × 每个微步约 ${amount(each)} 次分配器事件 = 约 ${amount(total)} 次事件；上限为 ${limit}（约 ${seconds} 秒）${peak ? peakAfterTwo : ''}`],
+  [new RegExp(`^${TOO_LARGE}a cap of (\\d+) bytes \\((.+)\\); the limit is (.+) \\((.+) bytes\\), where every byte count stays an exact integer$`),
+    (n, size, limit, power) => `${tooLarge}显存上限 ${n} 字节（${size.replace(/ bytes$/, ' 字节')}）；最大为 ${limit}（${power} 字节），在此范围内所有字节数都保持为精确整数`],
+  [/^(\d+) bytes is less than the smallest segment PyTorch's allocator reserves \((.+)\), so every allocation would run out of memory; the cap is in bytes(?:: did you mean (.+)\?)?$/,
+    (n, segment, meant) =>
+      `${n} 字节小于 PyTorch 分配器预留的最小段（${segment}），每次分配都会显存不足；显存上限的单位是字节${meant ? `：是否想写 ${meant.replace(/ \((\d+)\)/g, '（$1）').replace(/ or /g, ' 或 ').replace(/） 或 /g, '）或 ')}？` : ''}`],
+  [/^no layer has parameters, so there is nothing to train: loss\.backward\(\) would raise ("[^"]*") \(add a (.+) layer\)$/,
+    (error, types) => `没有任何层带参数，因此没有可训练的内容：loss.backward() 会报错 ${error}（请添加 ${listed(types)} 层）`],
+
+  // A layer list (engine/models/layer-list.ts, torchvision.ts, vit.ts)
+  [/^the layer type (".*") is not simulated yet; simulated: (.+)$/, (type, types) => `暂不支持模拟层类型 ${type}；目前支持：${types}`],
+  [/^a linear layer of (\d+) input features gets (\d+)$/, (n, m) => `该 linear 层的输入特征数为 ${n}，但收到的是 ${m}`],
+  [/^a self_attention layer of embed_dim (\d+) gets (\d+) features$/, (n, m) => `该 self_attention 层的 embed_dim 为 ${n}，但收到 ${m} 个特征`],
+  [/^embed_dim (\d+) is not divisible by num_heads (\d+)$/, (n, h) => `embed_dim ${n} 不能被 num_heads ${h} 整除`],
+  [/^a (\w+) of (\d+) features gets (\d+)$/, (type, n, m) => `该 ${type} 有 ${n} 个特征，但收到的是 ${m}`],
+  [/^(\w+) needs (\[.*\]) per sample, gets (\[.*\])$/, (type, wanted, shape) => `${type} 要求每个样本的形状为 ${wanted}，实际为 ${shape}`],
+  [/^(\w+) needs (\[.*\]), gets (\[.*\])$/, (type, wanted, shape) => `${type} 要求形状为 ${wanted}，实际为 ${shape}`],
+  [/^batch_norm2d of (\d+) channels gets (\[.*\])$/, (n, shape) => `该 batch_norm2d 有 ${n} 个通道，但收到的形状为 ${shape}`],
+  [exactly('conv2d is simulated for square images (height = width)'), () => 'conv2d 只支持模拟方形图像（height = width）'],
+  [exactly('the image is smaller than the kernel'), () => '图像比卷积核还小'],
+  [exactly('adaptive_avg_pool2d is simulated for output_size 1 (global average pooling)'), () => 'adaptive_avg_pool2d 只支持模拟 output_size 1（全局平均池化）'],
+  [/^a residual body must keep the shape (\[.*\]), it makes (\[.*\])$/, (wanted, shape) => `residual 的主体必须保持形状 ${wanted}，实际得到 ${shape}`],
+  [exactly('an embedding layer can only come first (it takes token ids)'), () => 'embedding 层只能放在第一层（它的输入是 token id）'],
+  [/^(".*") is not simulated yet$/, (name) => `暂不支持模拟 ${name}`],
+  [/^must be a multiple of the patch size (\d+) for (\S+)$/, (n, name) => `必须是 ${name} 的 patch 大小 ${n} 的倍数`],
+
+  // The GPU and the allocator settings (engine/gpu/catalog.ts, engine/allocator/config.ts)
+  [new RegExp(`^unknown GPU (".*?"); known: (.+?)${DID_YOU_MEAN}`), (name, known, c) => `未知的 GPU ${name}；已知的 GPU：${known}${didYouMean(c)}`],
+  [/^unknown allocator setting (".*")$/, (key) => `未知的分配器设置 ${key}`],
+  [/^expected a list like (\S+), got (.+)$/, (example, g) => `应为形如 ${example} 的列表，实际为 ${g}`],
+  [/^expected entries SIZE_MB:DIVISIONS, got (.+)$/, (g) => `每一项应为 SIZE_MB:DIVISIONS 的形式，实际为 ${g}`],
+  [/^expected key:value, got (.+)$/, (g) => `应为 key:value 的形式，实际为 ${g}`],
+  [/^expected True or False, got (.+)$/, (g) => `应为 True 或 False，实际为 ${g}`],
+  [/^each division must be 0 or a power of 2, got (.+)$/, (g) => `每个划分数必须是 0 或 2 的幂，实际为 ${g}`],
+  [/^each size must be a power of 2 in MB, got (.+)$/, (g) => `每个大小必须是 2 的幂（以 MB 为单位），实际为 ${g}`],
+  [/^sizes must increase$/, () => '各个大小必须递增'],
+  [new RegExp(`^must be at least (\\S+) \\(MB\\)${GOT}`), (n, g) => `必须至少为 ${n}（MB）${got(g)}`],
+  [new RegExp(`^must be between (\\S+) and (\\S+) \\(exclusive\\)${GOT}`), (a, b, g) => `必须在 ${a} 和 ${b} 之间（不含两端）${got(g)}`],
+  [new RegExp(`^must be an even number of MB${GOT}`), (g) => `必须是偶数个 MB${got(g)}`],
 ];
 
 export function localizeIssue(message: string, m: Messages, locale: Locale): string {
@@ -28,7 +206,7 @@ export function localizeIssue(message: string, m: Messages, locale: Locale): str
   if (locale === 'zh-CN') {
     for (const [pattern, word] of ZH_PATTERNS) {
       const match = pattern.exec(message);
-      if (match) return word(...match.slice(1));
+      if (match) return word(...match.slice(1).map((g) => g ?? ''));
     }
   }
   return message;

@@ -1,6 +1,7 @@
 /**
  * Sliding-window attention at any length (Mistral, Phi-3, Qwen2/Qwen3 with use_sliding_window): below the window
- * transformers skips the mask; from the window on SDPA gets a boolean mask, which cuDNN takes as a bias. The
+ * transformers skips the mask; from the window on SDPA gets a boolean mask, which cuDNN (and, where flash attention
+ * would run, the memory-efficient kernel) takes as a bias. The
  * memory is checked against H100 recordings in test/engine/train/calibration.test.ts (mistral_4l_*_window256_*,
  * phi3_4l_amp_bf16_s2048_window); these pin where the mask appears and what is refused.
  */
@@ -11,8 +12,8 @@ import { planGpu } from '../../../cli/gpus.ts';
 
 const mistral = (window: number) => ({ model_type: 'mistral', hidden_size: 512, intermediate_size: 1024, num_hidden_layers: 2, num_attention_heads: 8, num_key_value_heads: 4, vocab_size: 1000, sliding_window: window });
 
-function run(window: number, training: Record<string, unknown> = {}) {
-  const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: mistral(window) }, training: { batch_size: 2, seq_len: 256, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training } });
+function run(window: number, training: Record<string, unknown> = {}, gpu = 'h100-sxm') {
+  const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: mistral(window) }, training: { batch_size: 2, seq_len: 256, precision: 'bf16', optimizer: 'sgd', steps: 1, ...training }, gpu: { name: gpu } });
   return simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0 });
 }
 
@@ -27,9 +28,13 @@ describe('sliding-window attention', () => {
     expect(run(512).peak_allocated_bytes).toBe(below.peak_allocated_bytes);
   });
 
-  it('refuses fp32 and eager attention at or beyond the window (not measured), at training.seq_len', () => {
-    expect(() => run(128, { precision: 'fp32' })).toThrow(/training\.seq_len: sliding-window attention with the efficient backend/);
+  it('refuses fp32 and eager attention at or beyond the window (not measured), at training.seq_len; runs the memory-efficient kernel off cuDNN attention', () => {
+    expect(() => run(128, { precision: 'fp32' })).toThrow(/training\.seq_len: reaches the sliding window: SDPA then gets a mask, .* not yet in float32/);
     expect(() => run(128, { attention: 'eager' })).toThrow(/training\.seq_len: eager sliding-window attention/);
     expect(run(512, { precision: 'fp32' }).oom).toBeNull();
+    // the A100 runs flash attention without a mask and the memory-efficient kernel with one
+    // (test/engine/models/sdpa-efficient.test.ts checks its memory against recordings)
+    expect(run(128, {}, 'a100-80gb').peak_allocated_bytes).toBeGreaterThan(run(512, {}, 'a100-80gb').peak_allocated_bytes);
+    expect(() => run(128, { precision: 'fp32' }, 'a100-80gb')).toThrow(/not yet in float32/);
   });
 });

@@ -1,0 +1,180 @@
+/**
+ * The engine's problems in the Chinese interface (renderer/src/i18n/issues.ts): every message shape the plan
+ * schema, a config.json, LoRA and freezing, sliding-window attention and the simulator's limits produce, made by
+ * the engine itself, reads as Chinese with its names, numbers and quoted values kept; English stays as it is.
+ */
+import { describe, expect, it } from 'vitest';
+import { catalogues } from '../../renderer/src/i18n/index.ts';
+import { localizeIssue } from '../../renderer/src/i18n/issues.ts';
+import { InputError } from '../../engine/errors.ts';
+import { markFrozen } from '../../engine/models/peft/lora.ts';
+import { parsePlan, safeParsePlan } from '../../engine/plan/parse.ts';
+import { simulate } from '../../engine/train/simulate.ts';
+import { gpuCatalog, planGpu } from '../../cli/gpus.ts';
+
+const plan = (model: unknown, training: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  format: 'memplan.plan',
+  version: 1,
+  model,
+  training: { batch_size: 2, seq_len: 64, ...training },
+  ...extra,
+});
+const llama = { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000 };
+const mistral = { model_type: 'mistral', hidden_size: 512, intermediate_size: 1024, num_hidden_layers: 2, num_attention_heads: 8, num_key_value_heads: 4, vocab_size: 1000, sliding_window: 128 };
+const lora = { r: 8, alpha: 16, target_modules: ['q_proj', 'v_proj'] };
+
+/** The message of the one issue the plan has at `path` (safeParsePlan: the schema, a config.json, the limits). */
+function issue(value: unknown, path: string): string {
+  const r = safeParsePlan(value, { catalog: gpuCatalog() });
+  if (r.ok) throw new Error(`expected an issue at ${path}`);
+  const found = r.issues.find((i) => i.path === path);
+  if (!found) throw new Error(`no issue at ${path}: ${r.issues.map((i) => `${i.path}: ${i.message}`).join('\n')}`);
+  return found.message;
+}
+
+/** What the simulator refuses the plan with (an InputError's problem). */
+function refusal(value: unknown): string {
+  try {
+    const p = parsePlan(value);
+    simulate(p, { device: planGpu(p), untilSteady: false, timelinePoints: 0 });
+  } catch (error) {
+    if (error instanceof InputError) return error.problem;
+    throw error;
+  }
+  throw new Error('expected a refusal');
+}
+
+const hf = (config: Record<string, unknown>, field: string) => issue(plan({ hf_config: config }), `model.hf_config.${field}`);
+const loraField = (spec: Record<string, unknown>, field: string) => issue(plan({ preset: 'gpt2' }, { lora: { ...lora, ...spec } }), `training.lora.${field}`);
+
+const cases: [string, string][] = [
+  // the plan schema
+  ['lora.r, a fraction', loraField({ r: 1.5 }, 'r')],
+  ['lora.r, zero', loraField({ r: 0 }, 'r')],
+  ['lora.r, missing', issue(plan({ preset: 'gpt2' }, { lora: { alpha: 8, target_modules: ['q_proj'] } }), 'training.lora.r')],
+  ['lora.alpha, zero', loraField({ alpha: 0 }, 'alpha')],
+  ['lora.alpha, text', loraField({ alpha: '8' }, 'alpha')],
+  ['lora.dropout, 1.5', loraField({ dropout: 1.5 }, 'dropout')],
+  ['lora.dropout, negative', loraField({ dropout: -0.1 }, 'dropout')],
+  ['lora.target_modules, an empty name', loraField({ target_modules: [''] }, 'target_modules[0]')],
+  ['lora.target_modules, none', loraField({ target_modules: [] }, 'target_modules')],
+  ['lora.target_modules, text', loraField({ target_modules: 'q_proj' }, 'target_modules')],
+  ['lora.quantization, a typo', loraField({ quantization: '2bit' }, 'quantization')],
+  ['lora.quantization, far off', loraField({ quantization: 'nf4' }, 'quantization')],
+  ['lora, an unknown key', loraField({ rank: 8 }, 'rank')],
+  ['freeze, an empty pattern', issue(plan({ preset: 'gpt2' }, { freeze: [''] }), 'training.freeze[0]')],
+  ['steps over 20', issue(plan({ preset: 'gpt2' }, { steps: 50 }), 'training.steps')],
+  ['an unknown layer type', issue(plan({ input_features: 8, layers: [{ type: 'linaer', in_features: 8, out_features: 8 }] }), 'model.layers[0].type')],
+  ['no layers', issue(plan({ input_features: 8, layers: [] }), 'model.layers')],
+  ['a format', issue({ ...plan({ preset: 'gpt2' }), format: 'plan' }, 'format')],
+  ['a config.json instead of a plan', issue(llama, '')],
+  // a config.json
+  ['quantization_config', hf({ ...llama, quantization_config: { load_in_4bit: true } }, 'quantization_config')],
+  ['model_type missing', hf({ hidden_size: 64 }, 'model_type')],
+  ['model_type not simulated', hf({ model_type: 'falcon' }, 'model_type')],
+  ['gemma3, the multimodal model', hf({ model_type: 'gemma3' }, 'model_type')],
+  ['EmbeddingGemma', hf({ model_type: 'gemma3_text', use_bidirectional_attention: true }, 'use_bidirectional_attention')],
+  ['architectures, not a list', hf({ ...llama, architectures: 'LlamaForCausalLM' }, 'architectures')],
+  ['architectures, another head', hf({ ...llama, architectures: ['LlamaModel'] }, 'architectures')],
+  ['architectures, another head of BERT', hf({ model_type: 'bert', architectures: ['BertForSequenceClassification'] }, 'architectures')],
+  ['an activation not simulated', hf({ ...llama, hidden_act: 'tanh' }, 'hidden_act')],
+  ['partial_rotary_factor out of range', hf({ model_type: 'phi3', hidden_size: 64, num_attention_heads: 4, partial_rotary_factor: 1.5 }, 'partial_rotary_factor')],
+  ['partial_rotary_factor, odd dimensions', hf({ model_type: 'phi3', hidden_size: 64, num_attention_heads: 4, partial_rotary_factor: 0.2 }, 'partial_rotary_factor')],
+  ['num_key_value_heads', hf({ ...llama, num_key_value_heads: 3 }, 'num_key_value_heads')],
+  ['hidden_size under the heads', hf({ ...llama, hidden_size: 2, num_key_value_heads: 4 }, 'hidden_size')],
+  ['hidden_size not divisible', hf({ model_type: 'bert', hidden_size: 100, num_attention_heads: 3 }, 'hidden_size')],
+  ['head_dim odd', hf({ model_type: 'gemma2', head_dim: 33 }, 'head_dim')],
+  ['layer_types', hf({ model_type: 'gemma2', num_hidden_layers: 3, layer_types: ['full_attention'] }, 'layer_types')],
+  ['Mixtral output_router_logits', hf({ model_type: 'mixtral', output_router_logits: true }, 'output_router_logits')],
+  ['Mixtral router_jitter_noise negative', hf({ model_type: 'mixtral', router_jitter_noise: -1 }, 'router_jitter_noise')],
+  ['Mixtral router_jitter_noise', hf({ model_type: 'mixtral', router_jitter_noise: 0.01 }, 'router_jitter_noise')],
+  ['Mixtral experts_implementation', hf({ model_type: 'mixtral', experts_implementation: 'eager' }, 'experts_implementation')],
+  ['Mixtral num_experts_per_tok', hf({ model_type: 'mixtral', num_experts_per_tok: 9 }, 'num_experts_per_tok')],
+  ['a probability', hf({ ...llama, attention_dropout: 2 }, 'attention_dropout')],
+  ['true or false', hf({ ...llama, tie_word_embeddings: 'yes' }, 'tie_word_embeddings')],
+  ['a positive number or null', hf({ model_type: 'gemma2', attn_logit_softcapping: -1 }, 'attn_logit_softcapping')],
+  ['a positive integer', hf({ ...llama, hidden_size: 'x' }, 'hidden_size')],
+  // no model_type's default is missing today: the message as resolveHfConfig's `int` words it
+  ['required for this model_type', 'is required for this model_type'],
+  ['seq_len over the positions', refusal(plan({ hf_config: llama }, { seq_len: 4096 }))],
+  // LoRA and frozen parameters
+  ['QLoRA, 4-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '4bit' } }))],
+  ['QLoRA, 8-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '8bit' } }))],
+  ['target_modules matching no nn.Linear', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['c_attn', 'qkv'] } }))],
+  ['target_modules matching no Linear module', markFrozen([], { lora: { ...lora, dropout: 0 }, freeze: [] }).error!],
+  ['a freeze pattern matching nothing', refusal(plan({ hf_config: llama }, { freeze: ['layers.*'] }))],
+  ['one pattern freezing everything', refusal(plan({ hf_config: llama }, { freeze: ['*'] }))],
+  ['patterns freezing everything', refusal(plan({ hf_config: llama }, { freeze: ['model.*', 'lm_head.*'] }))],
+  ['one pattern freezing every adapter', refusal(plan({ hf_config: llama }, { lora, freeze: ['*lora_*'] }))],
+  ['patterns freezing every adapter', refusal(plan({ hf_config: llama }, { lora, freeze: ['*lora_A*', '*lora_B*'] }))],
+  ['LoRA on GPT-2', refusal(plan({ hf_config: { model_type: 'gpt2', n_layer: 2, n_embd: 64, n_head: 4 } }, { lora }))],
+  ['LoRA on BERT', refusal(plan({ hf_config: { model_type: 'bert', num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4 } }, { lora }))],
+  // sliding-window attention
+  ['the sliding window in fp32', refusal(plan({ hf_config: mistral }, { seq_len: 256, precision: 'fp32' }))],
+  // the wording attention.ts had before, kept while it may come back
+  ['eager sliding-window attention', refusal(plan({ hf_config: mistral }, { seq_len: 256, precision: 'bf16', attention: 'eager' }))],
+  // plans too large to simulate
+  ['a billion micro-steps', issue(plan({ preset: 'gpt2' }, { grad_accumulation_steps: 1_000_000_000 }), 'training.grad_accumulation_steps')],
+  ['events of accumulation', issue(plan({ preset: 'gpt2-xl' }, { grad_accumulation_steps: 5000 }), 'training.grad_accumulation_steps')],
+  ['events of steps', issue(plan({ input_features: 8, layers: [{ type: 'repeat', count: 80_000, layers: [{ type: 'linear', in_features: 8, out_features: 8 }] }] }, { steps: 20 }), 'training.steps')],
+  ['ten million blocks', hf({ model_type: 'gpt2', n_layer: 10_000_000 }, 'n_layer')],
+  ['more than 10^15 layers', issue(plan({ input_features: 8, layers: [{ type: 'repeat', count: 1e9, layers: [{ type: 'repeat', count: 1e9, layers: [{ type: 'linear', in_features: 8, out_features: 8 }] }] }] }), 'model.layers')],
+  ['a micro-step too large', hf({ model_type: 'llama', num_hidden_layers: 50_000, hidden_size: 64, num_attention_heads: 4, intermediate_size: 128 }, 'num_hidden_layers')],
+  ['too many parameters', issue(plan({ input_features: 8, layers: [{ type: 'linear', in_features: 8, out_features: 8 }, { type: 'embedding', num_embeddings: 1e9, embedding_dim: 1e5 }] }), 'model.layers')],
+  // not reached by a plan (the layer limit comes first): the message as limitIssues words it
+  ['too many tensors', 'too large to simulate: 1,200,000 parameter and buffer tensors; the limit is 1,000,000'],
+  ['a cap over 1 PiB', issue(plan({ preset: 'gpt2' }, {}, { gpu: { memory_limit_bytes: 2 ** 51 } }), 'gpu.memory_limit_bytes')],
+  ['a cap of 80 bytes', issue(plan({ preset: 'gpt2' }, {}, { gpu: { memory_limit_bytes: 80 } }), 'gpu.memory_limit_bytes')],
+  ['nothing to train', issue(plan({ input_features: 64, layers: [{ type: 'relu' }] }), 'model.layers')],
+  // a layer list, the GPU, the allocator settings
+  ['a linear layer that does not line up', refusal(plan({ input_features: 8, layers: [{ type: 'linear', in_features: 4, out_features: 8 }] }))],
+  ['a conv2d that does not line up', refusal(plan({ input_shape: [3, 16, 16], layers: [{ type: 'conv2d', in_channels: 4, out_channels: 8, kernel_size: 3 }] }))],
+  ['an embedding not first', refusal(plan({ input_shape: [3, 16, 16], layers: [{ type: 'flatten' }, { type: 'embedding', num_embeddings: 4, embedding_dim: 8 }] }))],
+  ['an unknown GPU', issue(plan({ preset: 'gpt2' }, {}, { gpu: { name: 'a100' } }), 'gpu.name')],
+  ['an unknown allocator setting', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'foo:1' } }), 'allocator.conf')],
+  ['max_split_size_mb', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'max_split_size_mb:10' } }), 'allocator.conf max_split_size_mb')],
+  ['garbage_collection_threshold', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'garbage_collection_threshold:1.5' } }), 'allocator.conf garbage_collection_threshold')],
+  ['roundup_power2_divisions', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'roundup_power2_divisions:[64:3]' } }), 'allocator.conf roundup_power2_divisions')],
+  ['expandable_segments', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'expandable_segments:maybe' } }), 'allocator.conf expandable_segments')],
+  ['an allocator setting without a value', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'nokey' } }), 'allocator.conf')],
+];
+
+const zh = (message: string) => localizeIssue(message, catalogues['zh-CN'], 'zh-CN');
+
+/** What a translation must keep: quoted values, numbers, identifiers (snake_case, dotted, CamelCase). */
+function kept(english: string): string[] {
+  const tokens = english.match(/"(?:[^"\\]|\\.)*"|\d[\d,.^]*\d|\d|\b[A-Za-z]\w*_\w*\b|\b[a-z]\w*(?:\.\w+)+(?:\(\))?|\b[A-Za-z]*[a-z][A-Z]\w*/g) ?? [];
+  return tokens.filter((t) => t !== 'e.g');
+}
+
+/** The translation with its quoted values taken out: what must read as Chinese. */
+const unquoted = (text: string) => text.replace(/"(?:[^"\\]|\\.)*"/g, '""');
+
+describe('engine problems in Chinese', () => {
+  it.each(cases)('%s', (_name, english) => {
+    const chinese = zh(english);
+    expect(chinese, english).not.toBe(english);
+    expect(chinese).toMatch(/[\u4e00-\u9fff]/);
+    // no English sentence left over (three words in a row)
+    expect(unquoted(chinese)).not.toMatch(/[a-z]{4,} [a-z]{3,} [a-z]{3,}/i);
+    expect(unquoted(chinese)).not.toMatch(/\b(?:is|are|the|must|not|yet|got|with|and|or|of|for)\b/);
+    for (const token of kept(english)) expect(chinese, `${english}\n${chinese}`).toContain(token);
+    // English stays as the engine wrote it
+    expect(localizeIssue(english, catalogues.en, 'en')).toBe(english);
+  });
+
+  it('words every variable part: the model_type, the numbers, the names', () => {
+    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text');
+    expect(zh(cases.find(([n]) => n === 'lora.dropout, 1.5')![1])).toBe('必须小于 1，实际为 1.5');
+    expect(zh(cases.find(([n]) => n === 'lora.target_modules, an empty name')![1])).toBe('不能为空，实际为 ""（文本）');
+    expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(
+      '此模型中没有名为 "c_attn" 或 "qkv" 的 nn.Linear（LoRA 目前支持的 model_type：llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, gemma3_text）',
+    );
+    expect(zh(cases.find(([n]) => n === 'an unknown GPU')![1])).toMatch(/；是否想输入以下之一："a100-40gb", "a100-80gb", "a100-80gb-pcie"？$/);
+    expect(zh(cases.find(([n]) => n === 'eager sliding-window attention')![1])).toBe('暂不支持模拟 seq_len 为 256 时的 eager 滑动窗口注意力（窗口 128）：请使用 attention "sdpa"，或小于窗口的 seq_len');
+  });
+
+  it('shows a message of another shape as the engine wrote it', () => {
+    expect(zh('something new the engine says')).toBe('something new the engine says');
+  });
+});
