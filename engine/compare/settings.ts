@@ -5,7 +5,9 @@
  * that writes `"fp32"` are the same setting.
  *
  * The model is one row (a different model is one change, however many of its fields differ); the GPU is one row
- * (a catalog GPU or a memory cap).
+ * (a catalog GPU or a memory cap). What is trained is two rows: LoRA (its whole `LoraConfig`, or `false` for none:
+ * a full fine-tune) and the frozen parameters' patterns, so a LoRA plan and a full fine-tune of the same model differ
+ * in one setting, which the attribution can name.
  */
 import { DEFAULT_GPU } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
@@ -24,12 +26,15 @@ export const SETTING_KEYS = [
   'training.attention',
   'training.steps',
   'training.grad_scaler_skipped_steps',
+  'training.lora',
+  'training.freeze',
   'allocator.conf',
   'gpu',
 ] as const;
 
 export type SettingKey = (typeof SETTING_KEYS)[number];
-type TrainingKey = Extract<SettingKey, `training.${string}`> extends `training.${infer K}` ? K & keyof Plan['training'] : never;
+/** The training rows whose value is the plan's field as it is (not the LoRA row: an absent `lora` is `false` there). */
+type TrainingKey = Exclude<Extract<SettingKey, `training.${string}`> extends `training.${infer K}` ? K & keyof Plan['training'] : never, 'lora'>;
 
 /** What the model row shows: where the model comes from and its name (`layers`: a layer list of `layer_count` top-level layers). */
 export interface ModelSetting {
@@ -42,7 +47,14 @@ export interface ModelSetting {
 /** The GPU row: a catalog GPU (the plan's, or the default) or a memory cap in bytes. */
 export type GpuSetting = { id: string } | { memory_limit_bytes: number };
 
-export type SettingValue = string | number | boolean | ModelSetting | GpuSetting;
+/** The LoRA row: the plan's `training.lora` with its defaults (dropout 0, quantization "none"). */
+export type LoraSetting = NonNullable<Plan['training']['lora']>;
+
+/**
+ * A row's value: `false` in the LoRA row is no LoRA (a full fine-tune, unless parameters are frozen); a list is
+ * the frozen parameters' patterns.
+ */
+export type SettingValue = string | number | boolean | readonly string[] | ModelSetting | GpuSetting | LoraSetting;
 
 export interface Setting {
   key: SettingKey;
@@ -75,11 +87,19 @@ function gpuSetting(gpu: Plan['gpu']): GpuSetting {
 }
 
 function trainingKey(key: SettingKey): TrainingKey | null {
-  return key.startsWith('training.') ? (key.slice('training.'.length) as TrainingKey) : null;
+  return key.startsWith('training.') && key !== 'training.lora' ? (key.slice('training.'.length) as TrainingKey) : null;
 }
+
+/** The same set of names in any order (PEFT's target_modules and the freeze patterns are sets), without repeats. */
+const nameSet = (names: readonly string[]): string[] => [...new Set(names)].sort();
 
 /** The plan's value of one setting. */
 export function settingOf(plan: Plan, key: SettingKey): Setting {
+  if (key === 'training.lora') {
+    const lora = plan.training.lora;
+    return { key, value: lora ?? false, canonical: lora ? canonicalJson({ ...lora, target_modules: nameSet(lora.target_modules) }) : 'false' };
+  }
+  if (key === 'training.freeze') return { key, value: plan.training.freeze, canonical: JSON.stringify(nameSet(plan.training.freeze)) };
   const field = trainingKey(key);
   if (field !== null) {
     const value = plan.training[field];
@@ -103,6 +123,10 @@ export function differingSettings(base: Plan, other: Plan): SettingKey[] {
 
 /** `base` with one setting taken from `other` (a plan that differs from `base` in that setting alone). */
 export function withSettingOf(base: Plan, other: Plan, key: SettingKey): Plan {
+  if (key === 'training.lora') {
+    const { lora: _drop, ...training } = base.training;
+    return { ...base, training: other.training.lora ? { ...training, lora: other.training.lora } : training };
+  }
   const field = trainingKey(key);
   if (field !== null) return { ...base, training: { ...base.training, [field]: other.training[field] } };
   if (key === 'model') return { ...base, model: other.model };

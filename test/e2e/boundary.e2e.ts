@@ -107,7 +107,7 @@ describe('max batch at the boundary', () => {
         expect(sentence).toContain(`The recommendation (${recommended}) stays below 44`);
       } else {
         expect(sentence).toContain('批量 44 到 47 之间能否放下并不单调：44 显存不足，更大的 45、46和47 反而放得下。');
-        expect(sentence).toContain(`推荐的批量（${recommended}）低于 44`);
+        expect(sentence).toContain(`推荐的批量（${recommended}）保持在 44 以下`);
       }
       // the caveats: the H100 the runs were recorded on, so high confidence; the assumptions listed
       expect(await page.getByTestId('confidence').getAttribute('data-level')).toBe('high');

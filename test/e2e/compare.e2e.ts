@@ -5,7 +5,8 @@
  * 40GB) ticked in the sidebar and compared. The highlighted settings are the ones that differ; every number, each
  * difference to the first plan, each single change's effect and each largest batch are the engine's own (computed
  * here with the engine, not read back from the app). The comparison is saved, reopened as it was, reopened again
- * after one of its plans was edited (it says so and shows the edit), and shown in Chinese.
+ * after one of its plans was edited (it says so and shows the edit), and shown in Chinese. A LoRA fine-tune beside
+ * the full fine-tune of the same model differs in the LoRA row alone, and what changed names LoRA.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import catalogJson from '../../resources/gpus.json' with { type: 'json' };
@@ -96,8 +97,8 @@ describe('comparing saved plans', () => {
     expect(await page.locator('[data-testid="compare-settings"] tr[data-setting="gpu"] td').allTextContents()).toEqual(['NVIDIA H100 80GB HBM3', 'NVIDIA H100 80GB HBM3', 'NVIDIA A100-SXM4-40GB']);
     expect(await page.locator('[data-testid="compare-settings"] tr[data-setting="training.activation_checkpointing"] td.changed').count()).toBe(2);
     await page.locator('[data-testid="toggle-equal"]').click();
-    expect(await page.locator('[data-testid="compare-settings"] tbody tr').count()).toBe(14);
-    expect(await page.locator('[data-testid="compare-settings"] tbody tr[data-differs="false"]').count()).toBe(11);
+    expect(await page.locator('[data-testid="compare-settings"] tbody tr').count()).toBe(16);
+    expect(await page.locator('[data-testid="compare-settings"] tbody tr[data-differs="false"]').count()).toBe(13);
     await page.locator('[data-testid="toggle-equal"]').click();
 
     // Numbers: the engine's, each with its difference to the first plan in bytes and %.
@@ -226,6 +227,45 @@ describe('comparing saved plans', () => {
       expect(zh.errors).toEqual([]);
     } finally {
       await zh.close();
+    }
+  });
+
+  test('a LoRA fine-tune beside the full fine-tune of the same model: the LoRA row is the difference, and what changed names it', async () => {
+    const llama = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096 };
+    const base = { format: 'memplan.plan', version: 1, model: { hf_config: llama }, training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16' }, gpu: { name: 'h100-sxm' } };
+    const loraPlans = [
+      { name: 'Small Llama, full fine-tune', plan: base },
+      { name: 'Small Llama, LoRA', plan: { ...base, training: { ...base.training, lora: { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] } } } },
+    ];
+    await api(app.page)(async (plans) => {
+      const memplan = (window as unknown as { memplan: MemplanApi }).memplan;
+      for (const p of plans) await memplan.plans.save({ name: p.name, plan: p.plan });
+    }, loraPlans);
+    const [full, lora] = loraPlans.map((p) => parsePlan(p.plan as PlanInput, { catalog }));
+    const saved = attribute(full!, lora!, { device }).reserved_difference_bytes;
+    expect(saved).toBeLessThan(0);
+    for (const [locale, label, off, sentence] of [
+      ['en-US', 'LoRA adapters (PEFT)', 'Off', /^B saves [\d.]+\s[GM]iB against A \(LoRA adapters \(PEFT\): Off → r 16, alpha 32, dropout 0\.05, q_proj, v_proj\)\.$/],
+      ['zh-CN', 'LoRA 适配器（PEFT）', '关闭', /^B 比 A 节省 [\d.]+\s[GM]iB（LoRA 适配器（PEFT）：关闭 → r 16，alpha 32，dropout 0\.05，q_proj, v_proj）。$/],
+    ] as const) {
+      const window = await launchApp({ served: app.served, locale, height: 1000 });
+      try {
+        const { page } = window;
+        for (const p of loraPlans) await page.locator(`.plan-item[data-plan-name="${p.name}"] .pick input`).check();
+        await page.locator('[data-testid="compare-selected"]').click();
+        await waitDone(page);
+        const rows = page.locator('[data-testid="compare-settings"] tbody tr[data-differs="true"]');
+        expect(await rows.evaluateAll((trs) => trs.map((r) => (r as HTMLElement).dataset.setting))).toEqual(['training.lora']);
+        expect(await rows.locator('th').textContent()).toBe(label);
+        expect((await rows.locator('td').allTextContents()).map((t) => t.trim())).toEqual([off, locale === 'en-US' ? 'r 16, alpha 32, dropout 0.05, q_proj, v_proj' : 'r 16，alpha 32，dropout 0.05，q_proj, v_proj']);
+        expect(await page.locator('[data-testid="what-changed-B"] .sentence').textContent()).toMatch(sentence);
+        // the one change is the whole difference: the engine's, to the byte
+        expect(Number(await cells(page, 'peak_reserved').nth(1).locator('.diff').getAttribute('data-diff'))).toBe(saved);
+        await screenshotWhole(page, `compare-lora-${locale === 'en-US' ? 'en' : 'zh-CN'}`);
+        expect(window.errors).toEqual([]);
+      } finally {
+        await window.close();
+      }
     }
   });
 });

@@ -158,7 +158,7 @@ describe('a plan’s report', () => {
     const section = md.slice(md.indexOf('## What this answer assumes'));
     expect(section.split('\n')[2]).toBe(`**${catalogues.en.rConfidence(caveats.confidence)}**`);
     for (const c of caveats.items) {
-      const text = caveatWords(catalogues.en, c, (id) => (id === a.result.gpu.id ? a.result.gpu.name : id)).text;
+      const text = caveatWords(catalogues.en, c, 'en', (id) => (id === a.result.gpu.id ? a.result.gpu.name : id)).text;
       expect(section).toContain(`- ${escapeText(text)}`);
     }
     expect(caveats.items.length).toBeGreaterThan(3);

@@ -1,8 +1,18 @@
-/** The result views' words: every message in both languages, every engine id worded. */
+/**
+ * The result views' words: every message in both languages, every engine id worded (the advice with its own
+ * numbers, each reason a change is not advised), Chinese in the glossary's and the editor's terms, and the
+ * editor's hints listing what the engine accepts.
+ */
 import { describe, expect, it } from 'vitest';
-import { ADVICE_IDS, NOTE_IDS, type AdviceItem, type Note } from '../../engine/result/index.ts';
+import { HF_MODEL_TYPES, peftDefaultTargets, safeParseHfConfig } from '../../engine/index.ts';
+import { ADVICE_IDS, NOT_APPLICABLE_REASONS, NOTE_IDS, type AdviceId, type AdviceItem, type Caveat, type NotApplicable, type NotApplicableReason, type Note } from '../../engine/result/index.ts';
+import { catalogues } from '../../renderer/src/i18n/index.ts';
 import { results } from '../../renderer/src/i18n/results.ts';
-import { adviceWords, categoryName, messagesFor, noteText, phaseName } from '../../renderer/src/results/words.ts';
+import { shell } from '../../renderer/src/i18n/shell.ts';
+import type { Locale } from '../../renderer/src/i18n/types.ts';
+import { LORA_MODEL_TYPES, PEFT_DEFAULTS } from '../../renderer/src/editor/lora.ts';
+import { formatBytes } from '../../renderer/src/charts/units.ts';
+import { adviceWords, caveatWords, categoryName, messagesFor, notAdvisedWords, noteText, phaseName } from '../../renderer/src/results/words.ts';
 import { CATEGORIES, PHASES } from '../../renderer/src/charts/categories.ts';
 
 const locales = ['en', 'zh-CN'] as const;
@@ -70,4 +80,111 @@ describe('the engine ids, worded', () => {
       expect(new Set(CATEGORIES.map((c) => categoryName(m, c))).size).toBe(CATEGORIES.length);
     });
   }
+});
+
+describe('the advice’s own numbers', () => {
+  it('words LoRA with the r and lora_alpha the engine advised, not a fixed pair', () => {
+    for (const locale of locales) {
+      const lora = adviceWords(messagesFor(locale), { ...sample.lora, r: 16, alpha: 32, peak_allocated_bytes: 1, peak_reserved_bytes: 1, saved_bytes: 1, fits: true } as AdviceItem, locale);
+      expect(lora.detail, locale).toMatch(/r 16\b/);
+      expect(lora.detail, locale).toMatch(/lora_alpha 32\b/);
+      expect(lora.detail, locale).not.toMatch(/\b8\b/);
+    }
+  });
+});
+
+describe('why a change is not advised', () => {
+  const full = (id: AdviceId, reason_id: NotApplicableReason): NotApplicable => ({ id, reason_id, ...(reason_id === 'uses_more_memory' ? { saved_bytes: -64 * 1024 ** 2 } : {}) });
+  for (const locale of locales) {
+    const m = messagesFor(locale);
+    it(`words every change and every reason the engine gives (${locale})`, () => {
+      for (const id of ADVICE_IDS) {
+        for (const reason of NOT_APPLICABLE_REASONS) {
+          const w = notAdvisedWords(m, full(id, reason), locale);
+          expect(w.change.length, `${id} ${reason}`).toBeGreaterThan(2);
+          expect(w.reason.length, `${id} ${reason}`).toBeGreaterThan(5);
+          if (locale === 'zh-CN') expect(w.reason, `${id} ${reason}`).toMatch(/[\u4e00-\u9fff]/);
+        }
+      }
+      expect(new Set(ADVICE_IDS.map((id) => notAdvisedWords(m, full(id, 'saves_nothing'), locale).change)).size).toBe(ADVICE_IDS.length);
+      expect(new Set(NOT_APPLICABLE_REASONS.map((r) => notAdvisedWords(m, full('checkpointing', r), locale).reason)).size).toBe(NOT_APPLICABLE_REASONS.length);
+    });
+    it(`says what each reason means for its change (${locale})`, () => {
+      // autocast bf16 is "already set" by any reduced precision, LoRA by adapters or frozen parameters
+      const already = ADVICE_IDS.map((id) => notAdvisedWords(m, full(id, 'already_set'), locale).reason);
+      expect(new Set(already).size).toBe(3);
+      expect(notAdvisedWords(m, full('amp_bf16', 'uses_more_memory'), locale).reason).toContain(formatBytes(64 * 1024 ** 2, locale));
+      // the model types LoRA is advised for are the engine's, whatever its English message says
+      const lora = notAdvisedWords(m, { id: 'lora', reason_id: 'not_simulated', message: 'LoRA advice needs …; not gpt2' }, locale).reason;
+      for (const type of LORA_MODEL_TYPES) expect(lora).toContain(type);
+      expect(notAdvisedWords(m, { id: 'checkpointing', reason_id: 'not_simulated', message: 'the reason' }, locale).reason).toContain('the reason');
+    });
+  }
+});
+
+describe('Chinese as the glossary and the editor say it', () => {
+  const zh = results['zh-CN'];
+  const zhShell = shell['zh-CN'];
+  it('non-reentrant is 非重入 and reentrant 重入, as the editor’s checkpointing switch says', () => {
+    expect(zh.rAdviceCheckpointing).toContain(zhShell.checkpointingNonReentrant);
+    expect(zh.rAdviceCheckpointing).not.toMatch(/reentrant/i);
+    expect(zh.rCaveatVitGap).toContain(`使用${zhShell.checkpointingReentrant}的`);
+    expect(zh.rCaveatVitGap).not.toContain('可重入');
+  });
+  it('batch size, batch and workspace in Chinese words, as elsewhere in the catalogue', () => {
+    const text = zh.rCaveatConvEstimated('1,872');
+    expect(text).not.toMatch(/batch|workspace/i);
+    expect(text).toContain('批量大小为 1,872');
+    expect(text).toContain(zh.rCatWorkspace);
+  });
+  it('routing is 路由, in at most two clauses after a colon', () => {
+    const text = zh.rCaveatMoeRouting(8, 2);
+    expect(text).toContain('每个 token 路由到 2 个');
+    expect(text).toContain('均衡路由');
+    expect(text).toContain('都路由到同样的 2 个专家');
+    expect(text.split('：').length - 1).toBeLessThan(3);
+  });
+  it('a micro-step is 微步 and a micro-batch 微批量, everywhere', () => {
+    expect(zh.rCaveatStep(4)).toContain('4 个微步');
+    const every = Object.values(catalogues['zh-CN'] as unknown as Record<string, unknown>).map((v) => (typeof v === 'function' ? String(v) : String(v)));
+    expect(every.filter((t) => t.includes('微批次'))).toEqual([]);
+    expect(zhShell.batchSizeHint).toContain('微步');
+    expect(zh.rMaxMicroBatch).toContain('微批量');
+  });
+  it('the effective batch is one term in the editor and the results', () => {
+    expect(zhShell.effectiveBatch('32')).toBe(`${zh.rEffectiveBatch} 32`);
+  });
+  it('the recommendation below an unstable region, and a config key as transformers names it', () => {
+    expect(zh.rUnstableRecBelow('40', '44')).toBe('推荐的批量（40）保持在 44 以下，这一范围内试过的批量都放得下。');
+    expect(zh.rCaveatMixtralNotMeasured).toContain('hidden_size 1024');
+  });
+  it('formats a caveat’s batch with the locale’s own number format', () => {
+    const caveat = { id: 'conv_workspaces_estimated', batch: 1872 } as Caveat;
+    expect(caveatWords(messagesFor('en'), caveat, 'en').text).toContain('batch 1,872');
+    // German groups thousands with a dot: proof that the locale, not en-US, formats the number
+    expect(caveatWords(messagesFor('en'), caveat, 'de' as Locale).text).toContain('batch 1.872');
+  });
+});
+
+describe('the editor’s hints name what the engine accepts', () => {
+  it('lists every Hugging Face model_type the engine simulates, no more', () => {
+    const refusal = safeParseHfConfig({ model_type: 'not-a-model' });
+    if (refusal.ok) throw new Error('accepted an unknown model_type');
+    const accepted = /simulated: ([\w, ]+)$/.exec(refusal.issues[0]!.message)![1]!.split(', ');
+    expect(accepted).toEqual(HF_MODEL_TYPES);
+    const listed = (hint: string, separator: string) => hint.slice(hint.lastIndexOf(hint.includes('：') ? '：' : ': ') + 1).replace(/[.。]$/, '').trim().split(separator);
+    expect(listed(shell.en.hfHint, ', ').sort()).toEqual([...accepted].sort());
+    expect(listed(shell['zh-CN'].hfHint, '、').sort()).toEqual([...accepted].sort());
+  });
+  it('gives PEFT’s default target modules for every model type LoRA is simulated on', () => {
+    for (const locale of locales) {
+      const hint = catalogues[locale].loraTargetsHint(PEFT_DEFAULTS);
+      for (const type of LORA_MODEL_TYPES) {
+        expect(hint, locale).toContain(type);
+        expect(hint, locale).toContain(peftDefaultTargets(type)!.join(', '));
+      }
+      expect(hint, locale).toMatch(/gemma3_text/);
+      expect(hint, locale).toMatch(/mixtral/);
+    }
+  });
 });

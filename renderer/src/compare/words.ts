@@ -4,7 +4,7 @@
  * attribution (engine/compare/attribution.ts: ids and numbers, never sentences).
  */
 import catalog from '../../../resources/gpus.json' with { type: 'json' };
-import type { Attribution, ChangeEffect, SettingKey, SettingValue } from '../../../engine/index.ts';
+import type { Attribution, ChangeEffect, LoraSetting, SettingKey, SettingValue } from '../../../engine/index.ts';
 import type { Locale, Messages } from '../i18n/index.ts';
 import { formatBytes } from '../charts/units.ts';
 
@@ -36,7 +36,11 @@ export function settingLabel(m: Messages, key: SettingKey): string {
     case 'training.steps':
       return m.steps;
     case 'training.grad_scaler_skipped_steps':
-      return m.cmpGradScalerSkipped;
+      return m.gradScalerSkipped;
+    case 'training.lora':
+      return m.lora;
+    case 'training.freeze':
+      return m.freeze;
     case 'allocator.conf':
       return m.allocConf;
     case 'gpu':
@@ -54,12 +58,26 @@ function word(m: Messages, key: SettingKey, value: string): string {
   return words[key]?.[value] ?? value;
 }
 
+const numberText = (value: number, locale: Locale): string => new Intl.NumberFormat(locale).format(value);
+
+/** "r 16, alpha 32, dropout 0.05, q_proj, v_proj" (", 4-bit" for a QLoRA base). */
+export function loraText(m: Messages, lora: LoraSetting, locale: Locale): string {
+  const n = (v: number) => numberText(v, locale);
+  const text = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), lora.target_modules.join(', '));
+  return lora.quantization === 'none' ? text : m.cmpLoraQuantized(text, lora.quantization === '4bit' ? 4 : 8);
+}
+
+const isList = (value: SettingValue): value is readonly string[] => Array.isArray(value);
+
 export function settingValueText(m: Messages, key: SettingKey, value: SettingValue, locale: Locale): string {
+  // no LoRA: off, as a setting switched off reads everywhere in the table
   if (typeof value === 'boolean') return value ? 'true' : m.checkpointingOff;
-  if (typeof value === 'number') return new Intl.NumberFormat(locale).format(value);
+  if (isList(value)) return value.length > 0 ? value.join(', ') : m.cmpNone;
+  if (typeof value === 'number') return numberText(value, locale);
   if (typeof value === 'string') return value === '' ? m.cmpNone : word(m, key, value);
   if ('source' in value) return value.source === 'layers' ? m.layerCount(value.layer_count) : value.source === 'hf_config' ? m.cmpModelHf(value.name) : value.name;
   if ('memory_limit_bytes' in value) return m.cmpMemoryCap(formatBytes(value.memory_limit_bytes, locale));
+  if ('target_modules' in value) return loraText(m, value, locale);
   return catalog.gpus.find((g) => g.id === value.id)?.name ?? value.id;
 }
 

@@ -75,7 +75,7 @@ function maxBatchSection(w: ReportWords, mb: MaxBatchResult, img: ReportImage | 
  * its grounds, then the assumptions. `gpu` names the catalog id the caveats use as PyTorch prints it.
  */
 export function caveatsSection(w: ReportWords, caveats: Caveats, gpu: { id: string; name: string } | null): string {
-  const words = caveats.items.map((c) => caveatWords(w.r, c, (id) => (gpu && id === gpu.id ? gpu.name : id)));
+  const words = caveats.items.map((c) => caveatWords(w.r, c, w.locale, (id) => (gpu && id === gpu.id ? gpu.name : id)));
   const grounds = words.filter((c) => c.kind === 'ground').map((c) => c.text);
   const assumptions = words.filter((c) => c.kind === 'assumption').map((c) => c.text);
   return document([

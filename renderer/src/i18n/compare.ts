@@ -48,9 +48,10 @@ const en = {
   cmpSetting: 'Setting',
   cmpModel: 'Model',
   cmpModelHf: (name: string) => `config.json · ${name || 'unknown model_type'}`,
-  cmpGradScalerSkipped: 'GradScaler skipped steps',
   cmpMemoryCap: (size: string) => `memory cap ${size}`,
   cmpNone: '(none)',
+  cmpLora: (r: string, alpha: string, dropout: string, targets: string) => `r ${r}, alpha ${alpha}, dropout ${dropout}, ${targets}`,
+  cmpLoraQuantized: (lora: string, bits: 4 | 8) => `${lora}, ${bits}-bit`,
 
   // Numbers
   cmpNumbersTitle: 'Numbers',
@@ -130,9 +131,10 @@ export const compareMessages = defineMessages(en, {
   cmpSetting: '设置',
   cmpModel: '模型',
   cmpModelHf: (name) => `config.json（${name || '未知 model_type'}）`,
-  cmpGradScalerSkipped: 'GradScaler 跳过的步数',
   cmpMemoryCap: (size) => `显存上限 ${size}`,
   cmpNone: '（无）',
+  cmpLora: (r, alpha, dropout, targets) => `r ${r}，alpha ${alpha}，dropout ${dropout}，${targets}`,
+  cmpLoraQuantized: (lora, bits) => `${lora}，${bits} 比特量化`,
 
   cmpNumbersTitle: '数值',
   cmpNumbersNote: '差值均相对于第一个方案。',

@@ -7,6 +7,7 @@
  * 梯度累积, 混合精度, 峰值, 激活值, 优化器状态, 批量大小. PyTorch's own names (max_memory_reserved(),
  * PYTORCH_CUDA_ALLOC_CONF, "CUDA out of memory") stay as PyTorch writes them.
  */
+import type { AdviceId } from '../../../engine/result/index.ts';
 import { defineMessages } from './types.ts';
 
 const en = {
@@ -125,8 +126,34 @@ const en = {
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
   rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
-  rAdviceLoraDetail: (targets: string) => `PEFT’s defaults: r 8, lora_alpha 8, adapters on ${targets}; the base weights frozen`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets}; the base weights frozen`,
   rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
+  rAdviceNone: 'None of the changes memplan tries saves memory for this plan.',
+  rAdviceNoneBatch: 'None of the changes memplan tries allows a larger batch for this plan.',
+
+  // Why a change is not advised (engine/result/advice.ts `not_applicable`)
+  rNotAdvisedTitle: 'Not advised',
+  rChangeName: (id: AdviceId) =>
+    ({
+      amp_bf16: 'Autocast bf16',
+      checkpointing: 'Activation checkpointing',
+      fused_optimizer: 'Fused optimizer',
+      accumulation: 'Gradient accumulation',
+      expandable_segments: 'Expandable segments',
+      sdpa: 'SDPA attention',
+      lora: 'LoRA',
+    })[id],
+  rWhyAlreadySet: 'the plan already uses it',
+  rWhyAlreadyReducedPrecision: 'the plan already trains in reduced precision',
+  rWhyAlreadyPartial: 'the plan already trains part of the model (LoRA or frozen parameters)',
+  rWhyNoOptimizerState: 'plain SGD keeps no optimizer state',
+  rWhyBatchOfOne: 'the micro-batch is 1 and cannot be split',
+  rWhySavesNothing: 'saves nothing (simulated)',
+  rWhyUsesMore: (size: string) => `uses ${size} more (simulated)`,
+  rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
+  rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
+  rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models PEFT has default target modules for: ${modelTypes.join(', ')}`,
 
   // Notes
   rNotesTitle: 'Notes',
@@ -303,7 +330,7 @@ const zh = {
   rCostLabel: '代价',
   rAdviceAmpBf16: '使用 autocast bf16 混合精度训练',
   rAdviceAmpBf16Cost: '需要支持 bf16 的 GPU（Ampere 及更新）；数值略有变化；仍保留 fp32 权重。',
-  rAdviceCheckpointing: '开启梯度检查点（激活检查点，non-reentrant）',
+  rAdviceCheckpointing: '开启梯度检查点（激活检查点，非重入）',
   rAdviceCheckpointingCost: '反向传播时重算每个检查点块，每步计算量约多三分之一：用时间换空间。',
   rAdviceFusedOptimizer: (optimizer: string) => `使用 fused 版 ${optimizer}（fused=True）`,
   rAdviceFusedOptimizerCost: '显存上没有代价；参数须是 GPU 上的浮点张量。',
@@ -316,8 +343,33 @@ const zh = {
   rAdviceSdpa: '用 scaled_dot_product_attention 代替 eager 注意力',
   rAdviceSdpaCost: '没有代价：速度更快，注意力也不再为反向传播保存 L×L 的概率矩阵。',
   rAdviceLora: '改用 LoRA 适配器微调，而不是全参数微调',
-  rAdviceLoraDetail: (targets: string) => `PEFT 的默认设置：r 8、lora_alpha 8，适配器加在 ${targets} 上；基础模型权重冻结`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上；基础模型权重冻结`,
   rAdviceLoraCost: '这是另一种微调：只训练适配器，效果可能与全参数微调不同；r 越大、目标模块越多，显存占用越多。',
+  rAdviceNone: '对这个方案，memplan 尝试的改动都不能节省显存。',
+  rAdviceNoneBatch: '对这个方案，memplan 尝试的改动都不能放下更大的批量。',
+
+  rNotAdvisedTitle: '未列入建议的改动',
+  rChangeName: (id: AdviceId) =>
+    ({
+      amp_bf16: 'autocast bf16 混合精度',
+      checkpointing: '梯度检查点',
+      fused_optimizer: 'fused 优化器',
+      accumulation: '梯度累积',
+      expandable_segments: '可扩展段',
+      sdpa: 'SDPA 注意力',
+      lora: 'LoRA',
+    })[id],
+  rWhyAlreadySet: '方案已经在用',
+  rWhyAlreadyReducedPrecision: '方案已经用低精度训练',
+  rWhyAlreadyPartial: '方案已经只训练模型的一部分（LoRA 或冻结的参数）',
+  rWhyNoOptimizerState: '普通 SGD 没有优化器状态',
+  rWhyBatchOfOne: '微批量已经是 1，无法再拆分',
+  rWhySavesNothing: '模拟结果：不节省显存',
+  rWhyUsesMore: (size: string) => `模拟结果：反而多用 ${size}`,
+  rWhyNoLargerBatch: '搜索结果：等效批量大小没有变大',
+  rWhyPlanFits: '方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议',
+  rWhyNotSimulated: (detail: string) => `这个模型暂不支持模拟这项改动${detail ? `（${detail}）` : ''}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `只为 PEFT 有默认 target_modules 的模型建议：${modelTypes.join('、')}`,
 
   rNotesTitle: '说明',
   rNoteParametersInDtype:
@@ -363,7 +415,7 @@ const zh = {
   rUnstableExplain: (from: string, to: string, failing: string, fitting: string) =>
     `批量 ${from} 到 ${to} 之间能否放下并不单调：${failing} 显存不足，更大的 ${fitting} 反而放得下。这么接近上限时，成败取决于缓存分配器把每个块放在哪个段里，而不只是批量大小，所以真实运行在这个区间内的任何批量都可能显存不足。`,
   rTwoSentences: (first: string, second: string) => `${first}${second}`,
-  rUnstableRecBelow: (rec: string, from: string) => `推荐的批量（${rec}）低于 ${from}，那里试过的批量都放得下。`,
+  rUnstableRecBelow: (rec: string, from: string) => `推荐的批量（${rec}）保持在 ${from} 以下，这一范围内试过的批量都放得下。`,
   rNeededReserved: (reserved: string, allocated: string) => `不设上限时，批量大小为 1 的峰值预留显存为 ${reserved}（其中已分配给张量的是 ${allocated}）。`,
   rFitsOnNone: '目录里没有哪块 GPU 放得下：需要更小的模型、更少的可训练参数，或把显存分摊到多块 GPU 上。',
   rFitsOnHow: '在目录里的每块 GPU 上模拟批量大小为 1，后面是 PyTorch 在该 GPU 上可用的显存：',
@@ -375,7 +427,7 @@ const zh = {
   rAssumes: '前提：',
   rCaveatLoaded: '权重按训练时的 dtype 创建，再用 .to("cuda") 移到 GPU，和 from_pretrained(..., dtype=...) 的加载方式一样。',
   rCaveatStep: (steps: number) =>
-    `标准的训练步：${steps > 1 ? `${steps} 个微批次的` : ''}前向传播、计算损失、反向传播；optimizer.step()；zero_grad(set_to_none=True)。`,
+    `标准的训练步：${steps > 1 ? `${steps} 个微步的` : ''}前向传播、计算损失、反向传播；optimizer.step()；zero_grad(set_to_none=True)。`,
   rCaveatFresh: '全新的进程：没有之前的工作留下的缓存（在同一个进程里搜索，结果可能差一两个批量）。',
   rCaveatSteady: '稳定状态：一直模拟到分配器的状态重复为止，而不只是第一步。',
   rCaveatCalibrated: (gpu: string) => `${gpu} 是 memplan 校准数据的录制 GPU。`,
@@ -384,12 +436,12 @@ const zh = {
   rEvidence: (kind: string) => (({ measured: '在该卡上实测的', derived: '从不太精确的报告推算的', unconfirmed: '未经证实的估计', unknown: '未知的' }) as Record<string, string>)[kind] ?? kind,
   rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
   rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
-  rCaveatVitGap: 'ViT 使用可重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
+  rCaveatVitGap: 'ViT 使用重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大批量搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
-  rCaveatConvEstimated: (batch: string) => `batch size 为 ${batch} 时的 cuDNN 卷积 workspace 没有实测过（H100 的表覆盖到 512 的每个 batch，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随 batch 换算法，所以在整卡显存的边界上，答案可能偏大几个 batch（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
-  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内）以及一次真实的最大批量搜索核对过，还没有在公开发布的规模上核对。',
+  rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
+  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden_size 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内）以及一次真实的最大批量搜索核对过，还没有在公开发布的规模上核对。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
-    `混合专家（${experts} 个专家，每个 token 用 ${topK} 个）：transformers 用 grouped_mm 计算专家，它占用的显存与 token 被分配给哪些专家无关：均衡分配和最坏情况（所有 token 都分给同样的 ${topK} 个专家）需要的显存相同。`,
+    `混合专家（${experts} 个专家，每个 token 路由到 ${topK} 个）：transformers 用 grouped_mm 计算专家，占用的显存与 token 路由到哪些专家无关。均衡路由和最坏情况（所有 token 都路由到同样的 ${topK} 个专家）需要的显存相同。`,
 };
 
 export const results = defineMessages(en, zh);

@@ -2,11 +2,12 @@
  * The engine's ids worded for people: phases, memory categories, advice and notes (engine/result/advice.ts says
  * which parameters each id carries). One place, so the views and the charts say the same thing.
  */
-import type { AdviceItem, Caveat, Note } from '../../../engine/result/index.ts';
+import type { AdviceItem, Caveat, NotApplicable, Note } from '../../../engine/result/index.ts';
 import type { Locale } from '../i18n/types.ts';
 import { results, type ResultMessages } from '../i18n/results.ts';
 import type { Category } from '../charts/categories.ts';
 import { formatBytes, formatCount } from '../charts/units.ts';
+import { LORA_MODEL_TYPES } from '../editor/lora.ts';
 
 export type M = ResultMessages;
 export const messagesFor = (locale: Locale): M => results[locale] as M;
@@ -79,11 +80,39 @@ export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
     case 'lora':
       return {
         title: m.rAdviceLora,
-        detail: m.rAdviceLoraDetail(a.target_modules.join(', ')),
+        detail: m.rAdviceLoraDetail(n(a.r), n(a.alpha), a.target_modules.join(', ')),
         code: `LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}])`,
         cost: m.rAdviceLoraCost,
       };
   }
+}
+
+/**
+ * Why a change is not advised (`not_applicable`), as the CLI says it (cli/words.ts `notApplicableText`): the
+ * change's name and the reason. LoRA's model types come from the engine's list, not the engine's English message.
+ */
+export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { change: string; reason: string } {
+  const reason = (): string => {
+    switch (n.reason_id) {
+      case 'already_set':
+        return n.id === 'amp_bf16' ? m.rWhyAlreadyReducedPrecision : n.id === 'lora' ? m.rWhyAlreadyPartial : m.rWhyAlreadySet;
+      case 'no_optimizer_state':
+        return m.rWhyNoOptimizerState;
+      case 'batch_of_one':
+        return m.rWhyBatchOfOne;
+      case 'saves_nothing':
+        return m.rWhySavesNothing;
+      case 'uses_more_memory':
+        return m.rWhyUsesMore(formatBytes(-(n.saved_bytes ?? 0), locale));
+      case 'no_larger_batch':
+        return m.rWhyNoLargerBatch;
+      case 'plan_fits':
+        return m.rWhyPlanFits;
+      case 'not_simulated':
+        return n.id === 'lora' ? m.rWhyLoraModels(LORA_MODEL_TYPES) : m.rWhyNotSimulated(n.message ?? '');
+    }
+  };
+  return { change: m.rChangeName(n.id), reason: reason() };
 }
 
 export function noteText(m: M, n: Note, locale: Locale): string {
@@ -103,7 +132,7 @@ export function noteText(m: M, n: Note, locale: Locale): string {
  * A caveat (engine/result/caveats.ts) in words: an `assumption` every answer makes, or a `ground` of the
  * confidence (what was, and was not, measured for this GPU and plan).
  */
-export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (id) => id): { kind: 'assumption' | 'ground'; text: string } {
+export function caveatWords(m: M, c: Caveat, locale: Locale, gpuName: (id: string) => string = (id) => id): { kind: 'assumption' | 'ground'; text: string } {
   switch (c.id) {
     case 'parameters_loaded_in_training_dtype':
       return { kind: 'assumption', text: m.rCaveatLoaded };
@@ -131,6 +160,6 @@ export function caveatWords(m: M, c: Caveat, gpuName: (id: string) => string = (
     case 'known_gap':
       return { kind: 'ground', text: m.rCaveatVitGap };
     case 'conv_workspaces_estimated':
-      return { kind: 'ground', text: m.rCaveatConvEstimated(c.batch.toLocaleString('en-US')) };
+      return { kind: 'ground', text: m.rCaveatConvEstimated(formatCount(c.batch, locale)) };
   }
 }

@@ -12,7 +12,7 @@
  * (kept warm); the requests still wanted (the latest simulation of an edit, a search not cancelled) are sent to it
  * again, under the same ids. Nothing is lost but the cancelled work and the worker's caches.
  */
-import type { AdviceItem, EngineAnswer, EngineRequest, MaxBatchResult, PlanIssue, SimulateResult, Trial } from '../engine/protocol.ts';
+import type { AdviceItem, EngineAnswer, EngineRequest, MaxBatchResult, NotApplicable, PlanIssue, SimulateResult, Trial } from '../engine/protocol.ts';
 
 export const SIMULATE_DEBOUNCE_MS = 150;
 /** Trials after the first reach the views at most this often: each redraws the batch curve on the main thread. */
@@ -44,10 +44,13 @@ export class EngineClient {
 
   advice = $state.raw<AdviceItem[]>([]);
   adviceDone = $state(false);
+  /** The changes not advised and why: they come with the advice's end (`advice_done`). */
+  notAdvised = $state.raw<NotApplicable[]>([]);
 
   /** After a search: what would allow a larger effective batch (advice with the `batch` goal). */
   batchAdvice = $state.raw<AdviceItem[]>([]);
   batchAdviceDone = $state(false);
+  batchNotAdvised = $state.raw<NotApplicable[]>([]);
 
   trials = $state.raw<Trial[]>([]);
   maxBatch = $state.raw<MaxBatchResult | null>(null);
@@ -212,6 +215,7 @@ export class EngineClient {
     const adviceId = this.#nextId++;
     this.#latest.advice = adviceId;
     this.advice = [];
+    this.notAdvised = [];
     this.adviceDone = false;
     this.#send({ kind: 'advice', id: adviceId, plan });
   }
@@ -227,6 +231,7 @@ export class EngineClient {
     this.searchError = null;
     this.searching = true;
     this.batchAdvice = [];
+    this.batchNotAdvised = [];
     this.batchAdviceDone = false;
     this.#latest.batch_advice = 0;
     this.#searchedPlan = plan;
@@ -301,8 +306,13 @@ export class EngineClient {
         return;
       case 'advice_done':
         // The whole advice, ranked best first, replaces the items as they came.
-        if (kind === 'batch_advice') this.batchAdvice = answer.result.advice;
-        else this.advice = answer.result.advice;
+        if (kind === 'batch_advice') {
+          this.batchAdvice = answer.result.advice;
+          this.batchNotAdvised = answer.result.not_applicable;
+        } else {
+          this.advice = answer.result.advice;
+          this.notAdvised = answer.result.not_applicable;
+        }
         this.#adviceFinished(kind);
         return;
       case 'cancelled':
@@ -337,6 +347,7 @@ export class EngineClient {
     this.searchCancelled = false;
     this.searchError = null;
     this.batchAdvice = [];
+    this.batchNotAdvised = [];
     this.batchAdviceDone = false;
     this.#latest.batch_advice = 0;
   }

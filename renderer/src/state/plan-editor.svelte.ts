@@ -2,13 +2,17 @@
  * The plan being edited. The form's fields are kept as the user typed them (a config.json that is not JSON yet,
  * an empty batch size): bad input is shown beside its field and never thrown away. `plan` is the plan file
  * (docs/plan-format.md) those fields make, sent to the engine as it is; the engine's issues come back by path.
+ * Opening a plan and saving it gives back every field it had: an optional key the opened plan wrote (a sequence
+ * length on an image model, `grad_scaler_skipped_steps: 0`) is written back even where the form does not show it.
  */
-import type { LayerSpec } from '../../../engine/index.ts';
+import type { LayerSpec, TrainingSpec } from '../../../engine/index.ts';
 
 export type ModelMode = 'preset' | 'hf_config' | 'torchvision' | 'layers';
-export type Precision = 'fp32' | 'amp_bf16' | 'amp_fp16' | 'bf16' | 'fp16';
-export type Optimizer = 'sgd' | 'sgd_momentum' | 'adam' | 'adamw';
-export type OptimizerImpl = 'foreach' | 'fused' | 'for_loop';
+export type Precision = TrainingSpec['precision'];
+export type Optimizer = TrainingSpec['optimizer'];
+export type OptimizerImpl = TrainingSpec['optimizer_impl'];
+/** A QLoRA base (bitsandbytes 4-bit or 8-bit), which the engine refuses at `training.lora.quantization`. */
+export type LoraQuantization = NonNullable<TrainingSpec['lora']>['quantization'];
 export type Checkpointing = 'off' | 'non_reentrant' | 'reentrant';
 export type TorchvisionName = 'resnet18' | 'resnet34' | 'resnet50' | 'resnet101' | 'resnet152' | 'vit_b_16' | 'vit_l_16';
 
@@ -75,6 +79,8 @@ const EXAMPLE_LAYERS: LayerSpec[] = [
 export type InputKind = 'tokens' | 'images' | 'layers';
 
 const VISION_PRESETS = /^(resnet|vit)/;
+/** torchvision's `num_classes` when a plan does not say (the engine's default too). */
+const DEFAULT_NUM_CLASSES = 1000;
 
 interface Snapshot {
   plan: unknown;
@@ -109,18 +115,26 @@ export class PlanEditor {
   checkpointing = $state<Checkpointing>('off');
   attention = $state<'sdpa' | 'eager'>('sdpa');
   steps = $state<number | null>(3);
+  /** `training.grad_scaler_skipped_steps`: amp_fp16's first optimizer steps that GradScaler skips (overflowed). */
+  gradScalerSkippedSteps = $state<number | null>(0);
   /** `training.lora` (Hugging Face decoders) and `training.freeze`; the lists as typed, comma-separated. */
   loraOn = $state(false);
   loraRank = $state<number | null>(16);
   loraAlpha = $state<number | null>(32);
   loraDropout = $state<number | null>(0.05);
   loraTargetsText = $state('q_proj, v_proj');
+  loraQuantization = $state<LoraQuantization>('none');
   freezeText = $state('');
 
   gpuMode = $state<'catalog' | 'custom'>('catalog');
   gpuName = $state('h100-sxm');
   customGiB = $state<number | null>(40);
   allocatorConf = $state('');
+
+  /** The optional keys the opened plan wrote (`training.seq_len`, `model.num_classes`): written back as they were. */
+  #opened = $state.raw<ReadonlySet<string>>(new Set());
+  /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
+  #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
 
   /** The pasted config.json, parsed (or why it is not JSON). */
   hfParsed: { ok: true; value: unknown } | { ok: false; message: string } = $derived.by(() => {
@@ -164,7 +178,7 @@ export class PlanEditor {
   model: unknown = $derived.by(() => {
     switch (this.modelMode) {
       case 'preset':
-        return { preset: this.preset };
+        return (this.inputKind === 'images' && this.numClasses !== DEFAULT_NUM_CLASSES) || this.#opened.has('model.num_classes') ? { preset: this.preset, num_classes: this.numClasses } : { preset: this.preset };
       case 'hf_config':
         return { hf_config: this.hfParsed.ok ? this.hfParsed.value : {} };
       case 'torchvision':
@@ -188,11 +202,19 @@ export class PlanEditor {
       attention: this.attention,
       steps: this.steps,
     };
-    if (this.inputKind === 'tokens') training.seq_len = this.seqLen;
-    if (this.inputKind === 'images') training.image_size = this.imageSize;
+    const opened = (path: string) => this.#opened.has(path);
+    if (this.inputKind === 'tokens' || opened('training.seq_len')) training.seq_len = this.seqLen;
+    if (this.inputKind === 'images' || opened('training.image_size')) training.image_size = this.imageSize;
+    if (this.gradScalerSkippedSteps !== 0 || opened('training.grad_scaler_skipped_steps')) training.grad_scaler_skipped_steps = this.gradScalerSkippedSteps;
     const list = (text: string) => text.split(',').map((x) => x.trim()).filter((x) => x !== '');
     if (this.inputKind === 'tokens' && this.loraOn) {
-      training.lora = { r: this.loraRank, alpha: this.loraAlpha, dropout: this.loraDropout, target_modules: list(this.loraTargetsText) };
+      training.lora = {
+        r: this.loraRank,
+        alpha: this.loraAlpha,
+        dropout: this.loraDropout,
+        target_modules: list(this.loraTargetsText),
+        ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
+      };
     }
     if (list(this.freezeText).length) training.freeze = list(this.freezeText);
     return {
@@ -202,9 +224,14 @@ export class PlanEditor {
       model: this.model,
       training,
       allocator: { conf: this.allocatorConf },
-      gpu: this.gpuMode === 'catalog' ? { name: this.gpuName } : { memory_limit_bytes: this.customGiB === null ? null : Math.round(this.customGiB * 1024 ** 3) },
+      gpu: this.gpuMode === 'catalog' ? { name: this.gpuName } : { memory_limit_bytes: this.#capBytes() },
     };
   });
+
+  #capBytes(): number | null {
+    if (this.customGiB === null) return null;
+    return this.#openedCap?.gib === this.customGiB ? this.#openedCap.bytes : Math.round(this.customGiB * 1024 ** 3);
+  }
 
   /** Whether the plan can go to the engine at all (local problems block it; engine problems come back). */
   sendable: boolean = $derived(this.localIssues.length === 0);
@@ -225,6 +252,14 @@ export class PlanEditor {
   load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
     const model = (plan.model ?? {}) as Record<string, unknown>;
     const training = (plan.training ?? {}) as Record<string, unknown>;
+    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; quantization?: unknown } | undefined | null;
+    const opened = new Set<string>();
+    for (const key of ['seq_len', 'image_size', 'grad_scaler_skipped_steps']) if (key in training) opened.add(`training.${key}`);
+    if (lora && 'quantization' in lora) opened.add('training.lora.quantization');
+    if (typeof model.preset === 'string' && 'num_classes' in model) opened.add('model.num_classes');
+    this.#opened = opened;
+    const num = (v: unknown, fallback: number | null) => (typeof v === 'number' ? v : v === undefined ? fallback : null);
+    this.numClasses = num(model.num_classes, DEFAULT_NUM_CLASSES);
     if (typeof model.preset === 'string') {
       this.modelMode = 'preset';
       this.preset = model.preset;
@@ -234,7 +269,6 @@ export class PlanEditor {
     } else if (typeof model.torchvision === 'string') {
       this.modelMode = 'torchvision';
       this.torchvision = model.torchvision as TorchvisionName;
-      this.numClasses = (model.num_classes as number | undefined) ?? 1000;
     } else if (Array.isArray(model.layers)) {
       this.modelMode = 'layers';
       this.layers = (model.layers as LayerSpec[]).map(toDraft);
@@ -246,7 +280,6 @@ export class PlanEditor {
         this.inputFeatures = (model.input_features as number | undefined) ?? null;
       }
     }
-    const num = (v: unknown, fallback: number | null) => (typeof v === 'number' ? v : v === undefined ? fallback : null);
     this.batchSize = num(training.batch_size, 8);
     this.seqLen = num(training.seq_len, 512);
     this.imageSize = num(training.image_size, 224);
@@ -258,20 +291,24 @@ export class PlanEditor {
     this.checkpointing = ckpt === true ? 'non_reentrant' : ckpt === 'non_reentrant' || ckpt === 'reentrant' ? ckpt : 'off';
     this.attention = training.attention === 'eager' ? 'eager' : 'sdpa';
     this.steps = num(training.steps, 3);
-    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown } | undefined;
+    this.gradScalerSkippedSteps = num(training.grad_scaler_skipped_steps, 0);
     this.loraOn = lora !== undefined && lora !== null;
     this.loraRank = num(lora?.r, 16);
     this.loraAlpha = num(lora?.alpha, 32);
     this.loraDropout = num(lora?.dropout, lora ? 0 : 0.05);
     this.loraTargetsText = Array.isArray(lora?.target_modules) ? (lora.target_modules as string[]).join(', ') : 'q_proj, v_proj';
+    // as written, so a value the schema does not accept is reported at its field instead of dropped
+    this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
     const gpu = (plan.gpu ?? {}) as Record<string, unknown>;
     if (typeof gpu.memory_limit_bytes === 'number') {
       this.gpuMode = 'custom';
       this.customGiB = Math.round((gpu.memory_limit_bytes / 1024 ** 3) * 100) / 100;
+      this.#openedCap = { gib: this.customGiB, bytes: gpu.memory_limit_bytes };
     } else {
       this.gpuMode = 'catalog';
       this.gpuName = typeof gpu.name === 'string' ? gpu.name : 'h100-sxm';
+      this.#openedCap = null;
     }
     this.allocatorConf = ((plan.allocator ?? {}) as { conf?: string }).conf ?? '';
     this.name = meta.name ?? (typeof plan.name === 'string' ? plan.name : '');
@@ -283,6 +320,7 @@ export class PlanEditor {
   /** A fresh plan (GPT-2, AMP bf16 on an H100), not saved. */
   reset(): void {
     this.load({ model: { preset: 'gpt2' }, training: { batch_size: 8, seq_len: 1024, precision: 'amp_bf16' }, gpu: { name: 'h100-sxm' } }, { name: '' });
+    this.#opened = new Set(); // a fresh plan's sequence length is not one a user wrote
     this.hfText = '';
     this.layers = EXAMPLE_LAYERS.map(toDraft);
     this.markSaved(null);

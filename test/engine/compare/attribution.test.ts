@@ -134,3 +134,53 @@ describe('attribution', () => {
     expect(result.changes.find((c) => c.key === 'training.batch_size')).toMatchObject({ reserved_delta_bytes: peaks(plan({ batch_size: 2048 })).peak_reserved_bytes - peaks(a).peak_reserved_bytes });
   });
 });
+
+describe('what is trained: LoRA and frozen parameters', () => {
+  // A small Llama, so a full fine-tune and LoRA of it simulate in well under a second.
+  const llama = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096, max_position_embeddings: 512 };
+  const tuned = (training: Record<string, unknown>): Plan =>
+    parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: llama }, training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', ...training } } as PlanInput, { catalog });
+  const lora = { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] };
+  const value = (p: Plan, key: 'training.lora' | 'training.freeze') => planSettings(p).find((s) => s.key === key)!.value;
+
+  it('a LoRA plan and a full fine-tune of the same model differ in the LoRA row alone', () => {
+    const full = tuned({});
+    const adapters = tuned({ lora });
+    expect(differingSettings(full, adapters)).toEqual(['training.lora']);
+    expect(value(full, 'training.lora')).toBe(false);
+    expect(value(adapters, 'training.lora')).toEqual({ ...lora, quantization: 'none' });
+    // PEFT's target_modules are a set: the order they are written in changes nothing
+    expect(differingSettings(adapters, tuned({ lora: { ...lora, target_modules: ['v_proj', 'q_proj'] } }))).toEqual([]);
+    expect(differingSettings(adapters, tuned({ lora: { ...lora, quantization: '4bit' } }))).toEqual(['training.lora']);
+    expect(differingSettings(adapters, tuned({ lora: { ...lora, r: 8 } }))).toEqual(['training.lora']);
+  });
+
+  it('frozen parameters are a row of their own, their patterns a set', () => {
+    const frozen = tuned({ freeze: ['model.embed_tokens.*', 'model.layers.0.*'] });
+    expect(differingSettings(tuned({}), frozen)).toEqual(['training.freeze']);
+    expect(value(frozen, 'training.freeze')).toEqual(['model.embed_tokens.*', 'model.layers.0.*']);
+    expect(differingSettings(frozen, tuned({ freeze: ['model.layers.0.*', 'model.embed_tokens.*'] }))).toEqual([]);
+  });
+
+  it('takes LoRA from the other plan, or takes it away', () => {
+    const full = tuned({ batch_size: 8 });
+    const adapters = tuned({ lora });
+    expect(withSettingOf(full, adapters, 'training.lora').training.lora).toEqual({ ...lora, quantization: 'none' });
+    const without = withSettingOf(adapters, full, 'training.lora');
+    expect('lora' in without.training).toBe(false);
+    expect(differingSettings(without, tuned({}))).toEqual([]);
+  });
+
+  it('names LoRA as what explains the difference, measured by its own simulation', () => {
+    const full = tuned({});
+    const adapters = tuned({ lora, batch_size: 8 });
+    const result = attribute(full, adapters, { device });
+    const change = result.changes.find((c) => c.key === 'training.lora')!;
+    if (!('reserved_delta_bytes' in change)) throw new Error(`LoRA not simulated: ${change.message}`);
+    const alone = peaks(tuned({ lora })); // written by hand: the full fine-tune with LoRA and nothing else
+    expect(change.reserved_delta_bytes).toBe(alone.peak_reserved_bytes - peaks(full).peak_reserved_bytes);
+    expect(change.reserved_delta_bytes).toBeLessThan(0); // no gradients or AdamW state for the frozen base
+    expect([change.from, change.to]).toEqual([false, { ...lora, quantization: 'none' }]);
+    expect(result.changes.map((c) => c.key).sort()).toEqual(['training.batch_size', 'training.lora']);
+  });
+});

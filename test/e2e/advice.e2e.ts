@@ -1,0 +1,84 @@
+/// <reference lib="dom" />
+// Code inside page.evaluate runs in the page: the DOM types describe it.
+/**
+ * The advice under a result ends with what is not advised and why (the engine's `not_applicable`): for GPT-2 in
+ * AMP bf16, autocast bf16 because the plan already trains in reduced precision, and LoRA because it is advised for
+ * the model types PEFT has defaults for, GPT-2 not among them; after a search, the advice for a larger batch too.
+ * In English and in Chinese.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { launchApp, screenshot, waitForResult, type App } from './harness.ts';
+
+let app: App;
+beforeAll(async () => {
+  app = await launchApp();
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+describe('what is not advised', () => {
+  test('each change the engine did not advise, with its reason, in English and in Chinese', async () => {
+    const { page } = app;
+    await page.locator('button[data-mode="preset"]').click();
+    await page.locator('#preset').selectOption('gpt2');
+    await page.locator('#tab-training').click();
+    await page.locator('#batch-size').fill('8');
+    await page.locator('input[name="precision"][value="amp_bf16"]').check();
+    await waitForResult(page);
+
+    const list = page.locator('[data-testid="not-advised"]');
+    await list.waitFor({ state: 'attached', timeout: 60_000 });
+    const item = (id: string) => page.locator(`[data-testid="not-advised-${id}"]`);
+    expect(await item('amp_bf16').getAttribute('data-reason')).toBe('already_set');
+    expect(await item('amp_bf16').textContent()).toContain('the plan already trains in reduced precision');
+    expect(await item('sdpa').getAttribute('data-reason')).toBe('already_set');
+    expect(await item('lora').getAttribute('data-reason')).toBe('not_simulated');
+    expect((await item('lora').textContent())?.trim()).toMatch(/advised only for the models PEFT has default target modules for: llama, .*gemma3_text$/);
+    // Advised changes are not listed again as not advised.
+    const advised = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')!.replace('advice-', '')));
+    expect(advised.length).toBeGreaterThan(0);
+    for (const id of advised) expect(await item(id).count()).toBe(0);
+    await list.scrollIntoViewIfNeeded();
+    await screenshot(page, 'advice-not-advised-en');
+
+    // After a search, the advice for a larger batch ends the same way.
+    await page.locator('[data-testid="find-max-batch"]').click();
+    const batchList = page.locator('[data-testid="max-batch"] [data-testid="not-advised"]');
+    await batchList.waitFor({ state: 'attached', timeout: 180_000 });
+    expect(await batchList.locator('[data-testid="not-advised-amp_bf16"]').getAttribute('data-reason')).toBe('already_set');
+    expect(await batchList.locator('li').count()).toBeGreaterThan(1);
+    await batchList.scrollIntoViewIfNeeded();
+    await screenshot(page, 'advice-not-advised-max-batch-en');
+    await page.locator('#view-memory').click();
+
+    await page.locator('[data-testid="settings"]').click();
+    await page.locator('[data-locale="zh-CN"]').click();
+    await page.keyboard.press('Escape');
+    await expect.poll(() => list.locator('h4').textContent()).toBe('未列入建议的改动');
+    expect(await item('amp_bf16').textContent()).toContain('方案已经用低精度训练');
+    expect(await item('lora').textContent()).toContain('默认 target_modules 的模型建议：llama、mistral');
+    await list.scrollIntoViewIfNeeded();
+    await screenshot(page, 'advice-not-advised-zh-CN');
+    await page.locator('#view-max-batch').click();
+    await expect.poll(() => batchList.locator('h4').textContent()).toBe('未列入建议的改动');
+    await batchList.scrollIntoViewIfNeeded();
+    await screenshot(page, 'advice-not-advised-max-batch-zh-CN');
+
+    // A plan that already does everything memplan would try: no advice, and the list says why.
+    await page.locator('#view-memory').click();
+    await page.locator('#batch-size').fill('1');
+    await page.locator('#checkpointing button', { hasText: '非重入' }).click();
+    await page.locator('#optimizer-impl').selectOption('fused');
+    await page.locator('#tab-gpu').click();
+    await page.locator('label.check input[type="checkbox"]').check();
+    await waitForResult(page);
+    await expect.poll(() => page.locator('[data-testid="advice"] .none').textContent().catch(() => ''), { timeout: 60_000 }).toBe('对这个方案，memplan 尝试的改动都不能节省显存。');
+    expect(await page.locator('[data-testid="advice"] ol > li').count()).toBe(0);
+    expect(await item('accumulation').getAttribute('data-reason')).toBe('batch_of_one');
+    expect(await item('checkpointing').getAttribute('data-reason')).toBe('already_set');
+    await list.scrollIntoViewIfNeeded();
+    await screenshot(page, 'advice-none-zh-CN');
+    expect(app.errors).toEqual([]);
+  });
+});

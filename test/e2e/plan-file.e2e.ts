@@ -1,0 +1,153 @@
+/// <reference lib="dom" />
+// Code inside page.evaluate runs in the page: the DOM types describe it.
+/**
+ * A plan file opened in the editor and exported again gives back every field it had, read as the engine reads
+ * it: a QLoRA base (`training.lora.quantization`), GradScaler's skipped steps, a vision preset's classes, a memory
+ * cap to the byte, a sequence length an image model ignores. The QLoRA base is shown in the LoRA section with the
+ * engine's refusal beside it, and the skipped steps in their own field.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import catalogJson from '../../resources/gpus.json' with { type: 'json' };
+import { parseGpuCatalog, safeParsePlan } from '../../engine/index.ts';
+import { launchApp, ROOT, screenshot, waitForResult, type App } from './harness.ts';
+import type { ServedWithBridge } from './serve.ts';
+
+const catalog = parseGpuCatalog(catalogJson);
+
+/** A small Llama: simulated in well under a second. */
+const SMALL_LLAMA = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096, max_position_embeddings: 512 };
+
+const QLORA_PLAN = {
+  format: 'memplan.plan',
+  version: 1,
+  name: 'Small Llama, QLoRA 4-bit, AMP fp16',
+  model: { hf_config: SMALL_LLAMA },
+  training: {
+    batch_size: 4,
+    seq_len: 256,
+    precision: 'amp_fp16',
+    grad_scaler_skipped_steps: 2,
+    lora: { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'], quantization: '4bit' },
+    freeze: ['model.embed_tokens.*'],
+  },
+  allocator: { conf: 'expandable_segments:True' },
+  gpu: { memory_limit_bytes: 20_000_000_000 },
+};
+
+const VISION_PRESET_PLAN = {
+  format: 'memplan.plan',
+  version: 1,
+  name: 'ResNet-50 preset, 10 classes',
+  model: { preset: 'resnet50', num_classes: 10 },
+  training: { batch_size: 32, image_size: 160, seq_len: 77, precision: 'amp_bf16', activation_checkpointing: true, steps: 4, grad_scaler_skipped_steps: 0 },
+  gpu: { name: 'a100-80gb' },
+};
+
+const EXAMPLES = readdirSync(`${ROOT}examples`)
+  .filter((f) => f.endsWith('.plan.json'))
+  .map((f) => JSON.parse(readFileSync(`${ROOT}examples/${f}`, 'utf8')) as { name: string });
+
+let app: App;
+let bridge: ServedWithBridge['bridge'];
+beforeAll(async () => {
+  app = await launchApp();
+  bridge = (app.served as ServedWithBridge).bridge;
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+/** Opens a plan file through the menu, as File › Open plan… does. */
+async function openPlanFile(plan: { name: string }): Promise<void> {
+  bridge.queueOpenFile({ name: `${plan.name}.json`, text: JSON.stringify(plan, null, 2) });
+  bridge.sendMenuCommand('open-plan');
+  await expect.poll(() => app.page.locator('#plan-title').inputValue()).toBe(plan.name);
+}
+
+/** Exports the plan in the editor through the menu, and reads the file it wrote. */
+async function exportPlanFile(): Promise<Record<string, unknown>> {
+  const before = bridge.savedFiles.length;
+  bridge.sendMenuCommand('export-plan');
+  await expect.poll(() => bridge.savedFiles.length).toBe(before + 1);
+  return JSON.parse(bridge.savedFiles[before]!.text) as Record<string, unknown>;
+}
+
+/** Every key path of a plan file (a config.json is one value: the editor keeps it as text). */
+function keyPaths(value: object, prefix = ''): string[] {
+  return Object.entries(value).flatMap(([key, v]) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) && key !== 'hf_config' ? keyPaths(v as object, `${prefix}${key}.`) : [`${prefix}${key}`],
+  );
+}
+
+const parsed = (plan: unknown) => {
+  const result = safeParsePlan(plan, { catalog });
+  if (!result.ok) throw new Error(JSON.stringify(result.issues));
+  return result.plan;
+};
+
+describe('a plan file opened and exported again', () => {
+  test('gives back every field it had, with the values the engine reads', async () => {
+    for (const plan of [QLORA_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
+      await openPlanFile(plan);
+      const exported = await exportPlanFile();
+      expect(keyPaths(exported), plan.name).toEqual(expect.arrayContaining(keyPaths(plan)));
+      expect(parsed(exported), plan.name).toEqual(parsed(plan));
+    }
+    // A vision preset's classes are a field of the preset, as of a torchvision model.
+    await openPlanFile(VISION_PRESET_PLAN);
+    await app.page.locator('#tab-model').click();
+    expect(await app.page.locator('#num-classes').inputValue()).toBe('10');
+    await screenshot(app.page, 'preset-vision-classes-en');
+    expect(app.errors).toEqual([]);
+  });
+
+  test('a QLoRA base is shown in the LoRA section with the engine’s refusal beside it; the skipped steps in their field', async () => {
+    const { page } = app;
+    await openPlanFile(QLORA_PLAN);
+    await page.locator('#tab-training').click();
+    await expect.poll(() => page.locator('#lora-quantization').inputValue()).toBe('4bit');
+    expect(await page.locator('#grad-scaler-skipped').inputValue()).toBe('2');
+    const field = page.locator('[data-path="training.lora.quantization"]');
+    await expect.poll(() => field.locator('.issues').textContent().catch(() => ''), { timeout: 30_000 }).toContain('bitsandbytes');
+    expect(await page.locator('section.results').getAttribute('data-result-state')).not.toBe('ready');
+    await page.locator('#lora-quantization').scrollIntoViewIfNeeded();
+    await screenshot(page, 'lora-qlora-refused-en');
+
+    // The bf16 base instead: the refusal goes, the plan is simulated.
+    await page.locator('#lora-quantization').selectOption('none');
+    await waitForResult(page);
+    expect(await field.locator('.issues').count()).toBe(0);
+    const exported = await exportPlanFile();
+    expect((exported.training as { lora: { quantization: string } }).lora.quantization).toBe('none');
+    expect((exported.training as { grad_scaler_skipped_steps: number }).grad_scaler_skipped_steps).toBe(2);
+
+    // GradScaler runs with amp_fp16 alone: with another precision the field shows only while it holds a count.
+    await page.locator('input[name="precision"][value="amp_bf16"]').check();
+    await expect.poll(() => page.locator('#grad-scaler-skipped').count()).toBe(1);
+    await page.locator('#grad-scaler-skipped').fill('0');
+    await expect.poll(() => page.locator('#grad-scaler-skipped').count()).toBe(0);
+    await page.locator('input[name="precision"][value="amp_fp16"]').check();
+    await expect.poll(() => page.locator('#grad-scaler-skipped').inputValue()).toBe('0');
+
+    // In Chinese: the select's choices and the hints.
+    await page.locator('#lora-quantization').selectOption('4bit');
+    await page.locator('[data-testid="settings"]').click();
+    await page.locator('[data-locale="zh-CN"]').click();
+    await page.keyboard.press('Escape');
+    await expect.poll(() => page.locator('#tab-training').textContent()).toContain('训练');
+    expect(await page.locator('#lora-quantization option[value="4bit"]').textContent()).toBe('4 比特（QLoRA）');
+    expect(await page.locator('#grad-scaler-skipped-hint').textContent()).toContain('GradScaler');
+    await expect.poll(() => field.locator('.issues').textContent().catch(() => ''), { timeout: 30_000 }).toContain('bitsandbytes');
+    await page.locator('#lora-quantization').scrollIntoViewIfNeeded();
+    await screenshot(page, 'lora-qlora-refused-zh-CN');
+    await openPlanFile(VISION_PRESET_PLAN);
+    await page.locator('#tab-model').click();
+    expect(await page.locator('[data-path="model.num_classes"] label').textContent()).toBe('类别数');
+    await screenshot(page, 'preset-vision-classes-zh-CN');
+    await page.locator('[data-testid="settings"]').click();
+    await page.locator('[data-locale="en"]').click();
+    await page.keyboard.press('Escape');
+    expect(app.errors).toEqual([]);
+  });
+});
