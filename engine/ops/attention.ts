@@ -149,12 +149,10 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
   // Without dropout, few query blocks split the keys (set_params_splitkv): fp32 partial results per split, freed
   // when mha_fwd returns (measured: 2 splits for B=2, H=16, L=256, D=80).
   const splits = dropoutP > 0 ? 1 : flashSplits(b * h * Math.ceil(l / 64), 2 * device.multiProcessorCount, Math.ceil(k.shape[2]! / (d <= 64 ? 256 : d <= 128 ? 128 : 64)));
-  if (splits > 1) {
-    const lseAccum = cuda.empty([splits, b, h, l], 'float32', `${label} softmax_lse_accum`, 'workspace');
-    const outAccum = cuda.empty([splits, b, h, l, roundUp(d, 32)], 'float32', `${label} out_accum`, 'workspace');
-    cuda.release(outAccum);
-    cuda.release(lseAccum);
-  }
+  const accumulators =
+    splits > 1
+      ? [cuda.empty([splits, b, h, l], 'float32', `${label} softmax_lse_accum`, 'workspace'), cuda.empty([splits, b, h, l, roundUp(d, 32)], 'float32', `${label} out_accum`, 'workspace')]
+      : [];
   let rng = cuda.empty([2], 'int64', `${label} RNG state`, 'activation');
   const unused = cuda.empty([], 'int64', `${label} (unused)`, 'activation');
   if (dropoutP > 0) {
@@ -162,6 +160,9 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
     cuda.release(rng);
     rng = again;
   }
+  // the split accumulators are locals of mha_fwd, which makes the RNG state first (measured: Gemma 3's global
+  // layers with flash attention, test/fixtures/calibration-a100-sdpa/gemma3_6l_*)
+  for (const t of accumulators) cuda.release(t);
   const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(lse), cuda.ref(rng), cuda.ref(unused)] : [];
   for (const t of [unused, rng, lse]) cuda.release(t);
   autograd.record('ScaledDotProductFlashAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {
@@ -181,6 +182,12 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
 }
 
 /**
+ * The widest head the memory-efficient forward runs in one value iteration (its kernels for kMaxK 64 and 128);
+ * wider heads run the kMaxK 65536 kernel, which needs an output accumulator when the output is not fp32.
+ */
+const kEfficientSingleIterationMaxK = 128;
+
+/**
  * Memory-efficient attention (`_efficient_attention_forward`): the output [B, L, H, D] and the log-sum-exp
  * [B, H, round32(L)] fp32 (seed and offset are CPU scalars). Backward (`_efficient_attention_backward`): grad q,
  * k, v; `delta` [B, H, L] fp32 (for fp32 inputs computed as (grad * out).sum(-1), whose product is a full-size
@@ -195,6 +202,13 @@ function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { labe
   const savedInputs = autograd.saveInputs(needs, bias ? [q, k, v, bias] : [q, k, v]);
   const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');
   const lse = cuda.empty([b, h, needs ? roundUp(l, 32) : 0], 'float32', `${label} logsumexp`, 'activation');
+  if (q.dtype !== 'float32' && d > kEfficientSingleIterationMaxK) {
+    // heads wider than one value iteration accumulate the output in fp32 first (kNeedsOutputAccumulatorBuffer:
+    // `output_accum`, [B, L, H, D], freed when the kernel returns; measured: Gemma 3's D = 256,
+    // test/fixtures/calibration-a100-sdpa/gemma3_6l_*)
+    const accum = cuda.empty([b, l, h, d], 'float32', `${label} output_accum`, 'workspace');
+    cuda.release(accum);
+  }
   const saved = needs ? [...savedInputs, cuda.ref(out), cuda.ref(lse)] : [];
   cuda.release(lse);
   autograd.record('ScaledDotProductEfficientAttentionBackward0', [q, k, v], [out], saved, ([grad]) => {

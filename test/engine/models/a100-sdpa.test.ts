@@ -1,0 +1,101 @@
+/**
+ * Attention as GPUs without cuDNN attention run it (the A100, L40S, RTX cards): `scaled_dot_product_attention`
+ * runs flash attention, and where it gets a mask (a sliding window, from the window on) the memory-efficient kernel
+ * with the mask as a bias, since flash attention takes none. Recorded on the H100 with cuDNN attention turned off
+ * (memplan_measure.py with MEMPLAN_SDPA_DISABLE=cudnn, or cudnn,flash for plans whose every layer has the mask:
+ * resources/measure/scenarios/a100-sdpa), which is how an A100 chooses; simulated on the H100 with an A100's compute
+ * capability, so that only the choice of kernel differs from the H100 the recordings ran on.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+import { requestsOf } from './allocations.ts';
+
+const dir = new URL('../../fixtures/calibration-a100-sdpa/', import.meta.url);
+const names = readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
+
+interface Recording {
+  plan: unknown;
+  peak_allocated_bytes: number;
+  peak_reserved_bytes: number;
+  environment: { device_name: string; sdpa_enabled: Record<string, boolean> };
+}
+
+const recording = (name: string) => JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as Recording;
+
+/** The run simulated as the recording ran: the plan's H100, its SDPA choosing as an A100's does (compute capability 8.0). */
+function simulated(m: Recording) {
+  const plan = parsePlan(m.plan);
+  const events: { action: string; addr: number; size: number; label: string }[] = [];
+  const device = { ...planGpu(plan), compute_capability: [8, 0] as [number, number] };
+  const r = simulate(plan, { device, untilSteady: false, timelinePoints: 0, onTrace: (action, addr, size, _stream, label) => events.push({ action, addr, size, label: label ?? '' }) });
+  return { r, events };
+}
+
+/**
+ * The recordings whose allocations and frees memplan makes in the same order, to the teardown. The others differ
+ * where a Python set's order differs by process (Gemma 3 frees its two rotary pairs in either order, as on the H100:
+ * gemma3_6l_amp_bf16_ckpt_s1024 there) or by one block's placement early in the forward (Mistral bf16 without
+ * checkpointing, as with cuDNN attention); their peaks are checked.
+ */
+const kSameRequests = ['gpt2_small_amp_bf16_adamw_a100sdpa', 'mistral_4l_amp_bf16_window256_ckpt_efficient', 'phi3_4l_amp_bf16_s2048_window_efficient'];
+
+describe('attention as an A100 runs it: flash attention, and the memory-efficient kernel with a sliding window', () => {
+  it('has six recordings, each made on the H100 with cuDNN attention off', () => {
+    expect(names).toHaveLength(6);
+    for (const name of names) {
+      const m = recording(name);
+      expect(m.environment.device_name, name).toBe('NVIDIA H100 80GB HBM3');
+      expect(m.environment.sdpa_enabled.cudnn, name).toBe(false);
+      expect(m.environment.sdpa_enabled.mem_efficient, name).toBe(true);
+    }
+  });
+
+  for (const name of names) {
+    it(`${name}: peaks as recorded (reserved exact, allocated within 0.2%)`, () => {
+      const m = recording(name);
+      const { r, events } = simulated(m);
+      expect(r.oom).toBeNull();
+      expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
+      expect(Math.abs(r.peak_allocated_bytes / m.peak_allocated_bytes - 1)).toBeLessThan(0.002);
+      // no cuDNN attention ran: flash attention's log-sum-exp, or the memory-efficient backward's workspace
+      expect(events.some((e) => e.label.includes('cuDNN'))).toBe(false);
+      expect(events.some((e) => e.label.endsWith('attention backward: workspace') || e.label.endsWith('attention backward: softmax_d'))).toBe(true);
+    });
+  }
+
+  it('makes the same allocations and frees as PyTorch, in order, to the teardown (GPT-2 on flash attention; Mistral with checkpointing and Phi-3 past the window)', () => {
+    for (const name of kSameRequests) {
+      const m = recording(name);
+      const real = requestsOf(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
+      const { r, events } = simulated(m);
+      expect(real.length, name).toBeGreaterThan(3000);
+      expect(requestsOf(events).slice(0, real.length), name).toEqual(real);
+      expect(r.peak_allocated_bytes, name).toBe(m.peak_allocated_bytes);
+    }
+  });
+
+  it("Gemma 3's 256-wide heads: the memory-efficient forward accumulates its output in fp32 ([B, L, H, D]) while it runs", () => {
+    const m = recording('gemma3_6l_bf16_adamw_s1024_a100sdpa');
+    const { events } = simulated(m);
+    const accum = events.filter((e) => e.action === 'alloc' && e.label.endsWith('output_accum'));
+    // batch 2, 1024 tokens, 4 heads of 256: 8 MiB, once per sliding layer's forward (5 of 6 layers), each step
+    expect(accum.length).toBeGreaterThan(0);
+    for (const e of accum) expect(e.size).toBe(2 * 1024 * 4 * 256 * 4);
+    expect(simulated(recording('mistral_4l_bf16_window256_s512_efficient')).events.some((e) => e.label.endsWith('output_accum'))).toBe(false);
+  });
+
+  it('is what a bf16 plan past its window runs on a catalog A100 (no longer refused); fp32 there stays refused', () => {
+    const m = recording('phi3_4l_amp_bf16_s2048_window_efficient') as Recording & { plan: { training: object } };
+    const plan = parsePlan({ ...m.plan, gpu: { name: 'a100-80gb' } });
+    const labels: string[] = [];
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, onTrace: (_a, _p, _s, _st, label) => labels.push(label ?? '') });
+    expect(r.oom).toBeNull();
+    expect(labels.some((l) => l.endsWith('attention backward: workspace'))).toBe(true);
+    const fp32 = parsePlan({ ...m.plan, gpu: { name: 'a100-80gb' }, training: { ...m.plan.training, precision: 'fp32' } });
+    expect(() => simulate(fp32, { device: planGpu(fp32), untilSteady: false, timelinePoints: 0 })).toThrow(/training\.seq_len: reaches the sliding window: .* not yet in float32/);
+  });
+});
