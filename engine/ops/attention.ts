@@ -139,7 +139,7 @@ function cudnnAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, a
  * the fp32 dQ accumulator [B, round128(L), H, round32(D)], freed on return; with fewer k/v heads, dk and dv are
  * first computed per query head ([B, S, H, D]) and summed.
  */
-function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP, label }: SdpaOptions, device: { multiProcessorCount: number }): Tensor {
+function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP, label, headMajor }: SdpaOptions, device: { multiProcessorCount: number }): Tensor {
   const { cuda, autograd } = rt;
   const [b, h, l, d] = q.shape as [number, number, number, number];
   const needs = autograd.needsGrad([q, k, v]);
@@ -169,6 +169,10 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
     if (!grad) return [null, null, null];
     const hk = k.shape[1]!;
     const s = k.shape[2]!;
+    // `out.contiguous()` in [B, L, H, D] order for mha_bwd: a copy when the output followed a query in [B, H, L, D]
+    // memory (Phi-3's, split from the fused qkv projection), alive until the backward returns (measured:
+    // test/fixtures/calibration-a100-sdpa/phi3_4l_bf16_adamw_seq256_b30_cap12g_a100sdpa)
+    const outCopy = headMajor?.q ? cuda.empty([b, l, h, d], q.dtype, `${label} backward: out (contiguous)`, 'workspace') : null;
     const dq = cuda.empty(q.shape, q.dtype, `grad of ${label} query`);
     const dk = cuda.empty(k.shape, k.dtype, `grad of ${label} key`);
     const dv = cuda.empty(v.shape, v.dtype, `grad of ${label} value`);
@@ -176,6 +180,7 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
     const dqAccum = cuda.empty([b, roundUp(l, 128), h, roundUp(d, 32)], 'float32', `${label} backward: dq_accum`, 'workspace');
     const expanded = hk !== h ? [cuda.empty([b, s, h, d], k.dtype, `${label} backward: dk expanded`, 'workspace'), cuda.empty([b, s, h, d], v.dtype, `${label} backward: dv expanded`, 'workspace')] : [];
     for (const t of [...expanded.reverse(), dqAccum, softmaxD]) cuda.release(t);
+    cuda.release(outCopy);
     return [dq, dk, dv];
   });
   return out;

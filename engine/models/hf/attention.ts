@@ -135,9 +135,10 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     cuda.release(kr);
     const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
     cuda.release(out);
-    // `.transpose(1, 2).contiguous()`: the math backend's output is in [B, H, T, D] memory, and cuDNN's when q
-    // is (its output is `empty_like(q)`): those copy
-    const merged = backend === 'math' || (backend === 'cudnn' && headMajor.q) ? copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`) : autograd.view('ViewBackward0', transposed, [b, t, h * d]);
+    // `.transpose(1, 2).contiguous()`: the math backend's output is in [B, H, T, D] memory, and cuDNN's and flash
+    // attention's when q is (their output is `empty_like(q)`; measured for flash: Phi-3's fused qkv,
+    // test/fixtures/calibration-a100-sdpa/phi3_4l_bf16_adamw_seq256_b30_cap12g_a100sdpa): those copy
+    const merged = backend === 'math' || ((backend === 'cudnn' || backend === 'flash') && headMajor.q) ? copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`) : autograd.view('ViewBackward0', transposed, [b, t, h * d]);
     cuda.release(transposed);
     return { out: merged, weights: null };
   }

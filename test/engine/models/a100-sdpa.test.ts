@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import { findMaxBatch } from '../../../engine/search/max-batch.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { requestsOf } from './allocations.ts';
 
@@ -41,11 +42,11 @@ function simulated(m: Recording) {
  * gemma3_6l_amp_bf16_ckpt_s1024 there) or by one block's placement early in the forward (Mistral bf16 without
  * checkpointing, as with cuDNN attention); their peaks are checked.
  */
-const kSameRequests = ['gpt2_small_amp_bf16_adamw_a100sdpa', 'mistral_4l_amp_bf16_window256_ckpt_efficient', 'phi3_4l_amp_bf16_s2048_window_efficient'];
+const kSameRequests = ['gpt2_small_amp_bf16_adamw_a100sdpa', 'mistral_4l_amp_bf16_window256_ckpt_efficient', 'phi3_4l_amp_bf16_s2048_window_efficient', 'phi3_4l_bf16_adamw_seq256_b30_cap12g_a100sdpa'];
 
 describe('attention as an A100 runs it: flash attention, and the memory-efficient kernel with a sliding window', () => {
-  it('has six recordings, each made on the H100 with cuDNN attention off', () => {
-    expect(names).toHaveLength(6);
+  it('has seven recordings, each made on the H100 with cuDNN attention off', () => {
+    expect(names).toHaveLength(7);
     for (const name of names) {
       const m = recording(name);
       expect(m.environment.device_name, name).toBe('NVIDIA H100 80GB HBM3');
@@ -67,7 +68,7 @@ describe('attention as an A100 runs it: flash attention, and the memory-efficien
     });
   }
 
-  it('makes the same allocations and frees as PyTorch, in order, to the teardown (GPT-2 on flash attention; Mistral with checkpointing and Phi-3 past the window)', () => {
+  it('makes the same allocations and frees as PyTorch, in order, to the teardown (GPT-2 and Phi-3 on flash attention; Mistral with checkpointing and Phi-3 past the window)', () => {
     for (const name of kSameRequests) {
       const m = recording(name);
       const real = requestsOf(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
@@ -86,6 +87,34 @@ describe('attention as an A100 runs it: flash attention, and the memory-efficien
     expect(accum.length).toBeGreaterThan(0);
     for (const e of accum) expect(e.size).toBe(2 * 1024 * 4 * 256 * 4);
     expect(simulated(recording('mistral_4l_bf16_window256_s512_efficient')).events.some((e) => e.label.endsWith('output_accum'))).toBe(false);
+  });
+
+  it("Phi-3's query, split from the fused qkv, is in [B, H, L, D] memory: flash attention's output follows it, so it is copied after the forward and for the backward", () => {
+    const { events } = simulated(recording('phi3_4l_bf16_adamw_seq256_b30_cap12g_a100sdpa'));
+    const per = (suffix: string) => events.filter((e) => e.action === 'alloc' && e.label.endsWith(suffix)).length;
+    expect(per('attention output (contiguous)')).toBeGreaterThan(0);
+    expect(per('attention backward: out (contiguous)')).toBeGreaterThan(0);
+    // GPT-2's q is a view of its c_attn output in [B, L, H, D] order: neither copy
+    const gpt2 = simulated(recording('gpt2_small_amp_bf16_adamw_a100sdpa')).events;
+    expect(gpt2.some((e) => e.label.endsWith('(contiguous)') && e.label.includes('attention'))).toBe(false);
+  });
+
+  it('finds the largest batch of two searches run in fresh processes with cuDNN attention off, and each trial fits or runs out as simulated', () => {
+    const suite = JSON.parse(readFileSync(new URL('../../fixtures/boundary-a100-sdpa.json', import.meta.url), 'utf8')) as {
+      searches: { name: string; largest: number; trials: { batch: number; fits: boolean; failed_in_step: number | null }[] }[];
+    };
+    expect(suite.searches.map((c) => c.name).sort()).toEqual(['mistral_4l_bf16_window256_seq512_cap10g_a100sdpa', 'phi3_4l_bf16_adamw_seq256_cap12g_a100sdpa']);
+    for (const search of suite.searches) {
+      const raw = JSON.parse(readFileSync(new URL(`../../../resources/measure/scenarios/boundary/${search.name.replace(/_a100sdpa$/, '')}.json`, import.meta.url), 'utf8')) as { training: object };
+      const plan = parsePlan(raw);
+      const device = { ...planGpu(plan), compute_capability: [8, 0] as [number, number] };
+      expect(findMaxBatch(plan, { device }).max_batch, search.name).toBe(search.largest);
+      for (const t of search.trials) {
+        const r = simulate(parsePlan({ ...raw, training: { ...raw.training, batch_size: t.batch, steps: 6 } }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
+        expect(r.oom === null, `${search.name} at ${t.batch}`).toBe(t.fits);
+        if (!t.fits) expect(r.oom!.step, `${search.name} at ${t.batch}`).toBe(t.failed_in_step);
+      }
+    }
   });
 
   it('is what a bf16 plan past its window runs on a catalog A100 (no longer refused); fp32 there stays refused', () => {
