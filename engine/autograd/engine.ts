@@ -278,6 +278,12 @@ export class Autograd {
   private recomputing: CheckpointFrame | null = null;
   /** `torch.no_grad()`: nothing is recorded. */
   gradMode = true;
+  /**
+   * Reentrant checkpointed blocks run with gradients on whose input needed none (a frozen embedding, no
+   * `enable_input_require_grads`): PyTorch warns "None of the inputs have requires_grad=True. Gradients will be
+   * None" and records nothing for them, so no parameter inside gets a gradient.
+   */
+  reentrantBlocksWithoutGrad = 0;
   readonly device: CudaDevice;
 
   constructor(device: CudaDevice) {
@@ -427,6 +433,7 @@ export class Autograd {
       this.gradMode = previousGradMode;
     }
     const saved = this.needsGrad([x]) ? [device.ref(x)] : [];
+    if (previousGradMode && saved.length === 0) this.reentrantBlocksWithoutGrad++;
     const input = saved[0];
     this.record('CheckpointFunctionBackward', [x], [out], saved, ([grad]) => {
       if (!grad || !input) return [null];

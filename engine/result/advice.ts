@@ -115,12 +115,24 @@ export const NOTE_PARAMS = {
    * proven to fit: stopped at 20 steps, at the work limit, or with garbage collection on (its ages never repeat).
    */
   not_steady: { steps: count, reason: z.enum(['max_steps', 'work_limit', 'garbage_collection']) },
+  /**
+   * Reentrant checkpointing whose blocks' input needs no gradient (the embedding frozen, no
+   * `enable_input_require_grads`): PyTorch computes no gradient inside those blocks (it warns "None of the inputs
+   * have requires_grad=True"), and memplan simulates just that; `blocks` of them in each forward.
+   */
+  checkpoint_inputs_no_grad: { blocks: count },
 } as const;
 
 export type NoteId = keyof typeof NOTE_PARAMS;
 export const NOTE_IDS = Object.keys(NOTE_PARAMS) as [NoteId, ...NoteId[]];
 const note = <Id extends NoteId>(id: Id) => z.object({ id: z.literal(id), ...(NOTE_PARAMS[id] as (typeof NOTE_PARAMS)[Id]) });
-export const noteSchema = z.discriminatedUnion('id', [note('parameters_loaded_in_training_dtype'), note('stopped_at_oom'), note('custom_gpu_from_cap'), note('not_steady')]);
+export const noteSchema = z.discriminatedUnion('id', [
+  note('parameters_loaded_in_training_dtype'),
+  note('stopped_at_oom'),
+  note('custom_gpu_from_cap'),
+  note('not_steady'),
+  note('checkpoint_inputs_no_grad'),
+]);
 
 export type AdviceItem = z.output<typeof adviceItemSchema>;
 export type NotApplicable = z.output<typeof notApplicableSchema>;

@@ -64,7 +64,11 @@ export class RecordedRun {
   /** The recorded step's storages, in the program's order, by their index in the run. */
   private readonly programStorages: Int32Array;
 
-  constructor(run: StepRecorder, step: StepRecorder, program: StepProgram, recordedStep: number, marksPerStep: number) {
+  /** What the model's code told autograd and a replay does not run: reentrant checkpointed blocks without a gradient input (per forward). */
+  readonly reentrantBlocksWithoutGrad: number;
+
+  constructor(run: StepRecorder, step: StepRecorder, program: StepProgram, recordedStep: number, marksPerStep: number, reentrantBlocksWithoutGrad: number) {
+    this.reentrantBlocksWithoutGrad = reentrantBlocksWithoutGrad;
     this.tape = new RequestTape(run);
     this.stepStarts = run.stepStarts;
     this.marksPerStep = marksPerStep;

@@ -224,6 +224,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   const key = replaySteps ? programKey(plan, spec) : null;
   const recorded = key === null ? undefined : recordedRun(key);
   const replayed: Storage[] = recorded ? recorded.newStorages() : [];
+  // reentrant checkpointed blocks whose input needs no gradient, in the first forward (a replayed run's recording)
+  let blocksWithoutGrad: number | null = recorded ? recorded.reentrantBlocksWithoutGrad : null;
   let runRecorder: StepRecorder | null = key !== null && !recorded && (options.recordRun ?? options.peakDetails !== false) ? new StepRecorder(cuda) : null;
   try {
     cuda.phase = 'load';
@@ -347,6 +349,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
             rt.autocast = null;
           }
           result.after_forward_bytes.push(allocator.allocatedBytes);
+          blocksWithoutGrad ??= autograd.reentrantBlocksWithoutGrad;
           recorder?.mark();
           runRecorder?.mark();
           firstRecorder?.mark();
@@ -387,7 +390,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
           cuda.observer = null;
           // A convolution's workspaces depend on the allocator's state (cuDNN's plan fallback): not replayed.
           program = cuda.convPlans.size === 0 ? StepProgram.prepare(recorder, previousStepStartEvent, t.grad_accumulation_steps, cuda.phase) : null;
-          if (program && runRecorder) keepRecordedRun(key!, new RecordedRun(runRecorder, recorder, program, step, 2 * t.grad_accumulation_steps + 2));
+          if (program && runRecorder) keepRecordedRun(key!, new RecordedRun(runRecorder, recorder, program, step, 2 * t.grad_accumulation_steps + 2, blocksWithoutGrad ?? 0));
           recorder = null;
           runRecorder = null;
         }
@@ -449,6 +452,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   if (oom) notes.push({ id: 'stopped_at_oom', step: oom.step, phase: oom.phase });
   else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
+  if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {
     schema_version: RESULT_SCHEMA_VERSION,

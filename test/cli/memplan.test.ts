@@ -226,6 +226,11 @@ describe('memplan simulate and max-batch', () => {
     // freezing all but the head trains the head
     writeFileSync(frozen, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { ...training, freeze: ['model.*'] } }));
     expect(memplan('simulate', frozen, '--no-advice').code).toBe(0);
+    // a frozen embedding under reentrant checkpointing: the blocks train nothing, and the answer says so
+    writeFileSync(frozen, JSON.stringify({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { ...training, activation_checkpointing: 'reentrant', freeze: ['model.embed_tokens.*'] } }));
+    r = memplan('simulate', frozen, '--no-advice');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Note: With reentrant checkpointing, the input of 22 checkpointed blocks needs no gradient .*model\.enable_input_require_grads\(\)/m);
   });
 
   it('simulate says what a plan that runs out of memory needs with no cap', () => {

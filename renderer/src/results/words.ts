@@ -125,6 +125,8 @@ export function noteText(m: M, n: Note, locale: Locale): string {
       return m.rNoteCustomGpu(n.base_gpu, formatBytes(n.memory_limit_bytes, locale));
     case 'not_steady':
       return m.rNoteNotSteady(n.steps, n.reason);
+    case 'checkpoint_inputs_no_grad':
+      return m.rNoteCheckpointInputsNoGrad(n.blocks);
   }
 }
 

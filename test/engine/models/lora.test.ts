@@ -153,3 +153,30 @@ describe('Qwen3 8B with LoRA on q/v, loaded with from_pretrained (an H100 bounda
     expect(r.peak_reserved_bytes - meta.peak_reserved_bytes).toBe(163_577_856);
   }, 60_000);
 });
+
+describe('reentrant checkpointing whose blocks get an input that needs no gradient', () => {
+  // a frozen embedding and no enable_input_require_grads(): PyTorch warns "None of the inputs have
+  // requires_grad=True" and computes no gradient inside the checkpointed blocks
+  const plan = (training: Record<string, unknown>) =>
+    parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { batch_size: 1, seq_len: 64, precision: 'bf16', optimizer: 'sgd', ...training } });
+  const run = (training: Record<string, unknown>) => {
+    const p = plan(training);
+    return simulate(p, { device: planGpu(p), timelinePoints: 0 });
+  };
+
+  it('is noted, block for block, and the blocks train nothing; a replayed run says the same', () => {
+    const frozen = { activation_checkpointing: 'reentrant', freeze: ['model.embed_tokens.*'] };
+    const r = run(frozen);
+    expect(r.notes).toContainEqual({ id: 'checkpoint_inputs_no_grad', blocks: 22 });
+    // no parameter of the 22 layers gets a gradient: what is trained is the final norm and lm_head
+    expect(r.peak_allocated_bytes).toBeLessThan(run({ activation_checkpointing: 'non_reentrant', freeze: ['model.embed_tokens.*'] }).peak_allocated_bytes);
+    expect(run(frozen).notes).toEqual(r.notes); // the second simulation of the program replays it (Note [Replayed runs])
+  });
+
+  it('is not noted where the input needs a gradient: the embedding trains, LoRA (PEFT calls enable_input_require_grads), or non-reentrant checkpointing', () => {
+    const ids = (training: Record<string, unknown>) => run(training).notes.map((n) => n.id);
+    expect(ids({ activation_checkpointing: 'reentrant' })).not.toContain('checkpoint_inputs_no_grad');
+    expect(ids({ activation_checkpointing: 'reentrant', lora: { r: 8, alpha: 16, target_modules: ['q_proj', 'v_proj'] } })).not.toContain('checkpoint_inputs_no_grad');
+    expect(ids({ activation_checkpointing: 'non_reentrant', freeze: ['model.embed_tokens.*'] })).not.toContain('checkpoint_inputs_no_grad');
+  });
+});
