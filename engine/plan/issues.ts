@@ -165,8 +165,16 @@ function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$Z
       return;
     }
     case 'unrecognized_keys': {
-      const known = objectKeys(schemaAt(schema, path, root), valueAt(root, path));
-      for (const key of issue.keys) out.push({ path: fieldPath([...path, key]), message: `unknown key "${key}"${didYouMean(key, known) || (known.length ? `; accepted here: ${known.join(', ')}` : '')}` });
+      const value = valueAt(root, path);
+      const known = objectKeys(schemaAt(schema, path, root), value);
+      for (const key of issue.keys) {
+        // a key another form of this object takes (a union's member: a model's preset and hf_config together)
+        const given = typeof value === 'object' && value !== null ? Object.keys(value).filter((k) => k !== key && known.includes(k) && !issue.keys.includes(k)) : [];
+        const message = known.includes(key) && given.length
+          ? `"${key}" cannot be given with ${given.map((k) => `"${k}"`).join(' and ')}: give one of them`
+          : `unknown key "${key}"${didYouMean(key, known) || (known.length ? `; accepted here: ${known.join(', ')}` : '')}`;
+        out.push({ path: fieldPath([...path, key]), message });
+      }
       return;
     }
     case 'invalid_type': {

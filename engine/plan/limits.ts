@@ -64,6 +64,8 @@ export interface PlanWork {
   /** The plan field that sets `layers`. */
   layers_field: string;
   parameters: number;
+  /** The plan field that sets most of `parameters` (a config.json's vocab_size where the embeddings dominate). */
+  parameters_field: string;
   /** Parameter and buffer tensors. */
   tensors: number;
   micro_steps: number;
@@ -226,7 +228,7 @@ export function rawLayerIssue(value: unknown): Issue | null {
 }
 
 /** The plan's model counted: from the layer list itself, or from the model built (its parameter list only). */
-function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: string } {
+function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: string; parameters_field?: string } {
   const m = plan.model;
   const t = plan.training;
   const device = { computeCapability: [9, 0] as [number, number] };
@@ -241,7 +243,11 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
     // Build the parameter list only when the blocks are few enough to list (the events limit below refuses more).
     if (hf.layers > LIMITS.layers || events > LIMITS.events_per_micro_step) return { layers: hf.layers, events, parameters: 0, tensors: 0, layers_field: layersField };
     const model = hfModel(hf, { dtype: 'float32', seqLen: t.seq_len, attention: t.attention, checkpointing: t.activation_checkpointing, device });
-    return { layers: hf.layers, events, ...countSpecs(model.parameters), layers_field: layersField };
+    const counted = countSpecs(model.parameters);
+    // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), else the blocks'
+    const embeddings = model.parameters.filter((p) => !p.buffer && /embed_tokens|wte|word_embeddings|lm_head/.test(p.name)).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
+    const parametersField = 'hf_config' in m && embeddings > counted.parameters / 2 ? 'model.hf_config.vocab_size' : layersField;
+    return { layers: hf.layers, events, ...counted, layers_field: layersField, parameters_field: parametersField };
   }
   if ('hf_config' in m) throw new Error('a config.json model is counted from its resolved config');
   const preset = 'preset' in m ? PRESETS[m.preset] : undefined;
@@ -261,7 +267,7 @@ export function estimateWork(plan: Plan, hf: HfConfig | null): PlanWork {
   const eventsPerMicroStep = c.events + MICRO_STEP_BASE_EVENTS;
   const steps = Math.max(t.steps, 2) + 1;
   const events = c.tensors * LOAD_EVENTS_PER_TENSOR + steps * (t.grad_accumulation_steps * eventsPerMicroStep + c.tensors * STEP_EVENTS_PER_TENSOR);
-  return { layers: c.layers, layers_field: c.layers_field, parameters: c.parameters, tensors: c.tensors, micro_steps: t.grad_accumulation_steps, steps, events_per_micro_step: eventsPerMicroStep, events };
+  return { layers: c.layers, layers_field: c.layers_field, parameters: c.parameters, parameters_field: c.parameters_field ?? c.layers_field, tensors: c.tensors, micro_steps: t.grad_accumulation_steps, steps, events_per_micro_step: eventsPerMicroStep, events };
 }
 
 /** A count for a message: `1,000,000`, or "more than 10^15" where a repeat of repeats went past exact numbers. */
@@ -349,7 +355,7 @@ export function limitIssues(plan: Plan, hf: HfConfig | null): Issue[] {
     return issues;
   }
   if (work.parameters > LIMITS.parameters) {
-    issues.push({ path: work.layers_field, message: `${TOO_LARGE} ${amount(work.parameters)} parameters; the limit is ${amount(LIMITS.parameters)} (10^13), where every byte count stays exact` });
+    issues.push({ path: work.parameters_field, message: `${TOO_LARGE} ${amount(work.parameters)} parameters; the limit is ${amount(LIMITS.parameters)} (10^13), where every byte count stays exact` });
   }
   if (work.tensors > LIMITS.tensors) {
     issues.push({ path: work.layers_field, message: `${TOO_LARGE} ${amount(work.tensors)} parameter and buffer tensors; the limit is ${amount(LIMITS.tensors)}` });

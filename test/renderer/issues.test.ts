@@ -63,6 +63,7 @@ const cases: [string, string][] = [
   ['lora.quantization, far off', loraField({ quantization: 'nf4' }, 'quantization')],
   ['lora, an unknown key', loraField({ rank: 8 }, 'rank')],
   ['freeze, an empty pattern', issue(plan({ preset: 'gpt2' }, { freeze: [''] }), 'training.freeze[0]')],
+  ['two model forms at once', issue({ ...plan({ preset: 'gpt2' }), model: { preset: 'gpt2', hf_config: { model_type: 'llama' } } }, 'model.hf_config')],
   ['steps over 20', issue(plan({ preset: 'gpt2' }, { steps: 50 }), 'training.steps')],
   ['an unknown layer type', issue(plan({ input_features: 8, layers: [{ type: 'linaer', in_features: 8, out_features: 8 }] }), 'model.layers[0].type')],
   ['no layers', issue(plan({ input_features: 8, layers: [] }), 'model.layers')],

@@ -83,6 +83,7 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^expected (a number|a whole number|text|true or false|a list|an object), got (.+)$/, (t, g) => `应为${typeWord(t)}${got(g)}`],
   [/^expected (number|string|boolean|array|object|int)$/, (t) => `应为 ${t}`],
   [/^expected ("(?:[^"\\]|\\.)*"|-?\d[\d.e+-]*|true|false|null), got (.+)$/, (v, g) => `应为 ${v}${got(g)}`],
+  [/^(".*") cannot be given with (.+): give one of them$/, (k, others) => `${k} 不能和 ${others.replaceAll(' and ', '、')} 同时给出：只能给其中之一`],
   [/^unknown key (".*"); accepted here: (.+)$/, (k, a) => `未知的键 ${k}；此处可用的键：${a}`],
   [new RegExp(`^unknown key (".*?")${DID_YOU_MEAN}`), (k, c) => `未知的键 ${k}${didYouMean(c)}`],
   [/^unknown keys? (.+)$/, (k) => `未知的键 ${k}`],

@@ -38,6 +38,8 @@ describe('safeParsePlan', () => {
   it('blames the field of the model form the user meant', () => {
     expect(issues({ ...base, model: { torchvision: 'efficientnet_b0' } })).toEqual({ 'model.torchvision': expect.stringMatching(/expected one of "resnet18", .*; got "efficientnet_b0"/) });
     expect(issues({ ...base, model: { preset: 'gpt-2' } })['model.preset']).toContain('did you mean "gpt2"?');
+    // two forms at once: said as such, not "unknown key" beside a list that names it
+    expect(issues({ ...base, model: { preset: 'gpt2', hf_config: { model_type: 'llama' } } })).toEqual({ 'model.hf_config': '"hf_config" cannot be given with "preset": give one of them' });
   });
 
   it('checks a pasted config.json, the allocator settings and the GPU name', () => {
