@@ -23,14 +23,19 @@ ${planOptionsHelp(false)}
 /** What `simulate --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
 export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
 
+/** Where in the run: a step and its phase, or the loading of the model before any step (step 0). */
+function where(at: { step: number; phase: string }): string {
+  return at.phase === 'load' ? 'while loading the model (model.to("cuda"))' : `in step ${at.step} (${at.phase})`;
+}
+
 /** The answer: what the plan needs and where, printed as soon as it is simulated. */
 function answerLines(file: string, r: SimulateResult): string[] {
   const b = r.breakdown_at_peak;
   return [
     `${r.plan_name || file}: ${groupDigits(r.model.parameter_count)} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
-    r.oom ? `OUT OF MEMORY in step ${r.oom.step} (${r.oom.phase}): ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
+    r.oom ? `OUT OF MEMORY ${where(r.oom)}: ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
     ...(r.oom && r.needed_bytes !== null ? [`Needs ${formatSize(r.needed_bytes)} reserved at this batch with no cap (simulated on this GPU with unbounded memory)`] : []),
-    `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (step ${r.peak_at.step}, ${r.peak_at.phase})`,
+    `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (${r.peak_at.phase === 'load' ? 'while loading the model' : `step ${r.peak_at.step}, ${r.peak_at.phase}`})`,
     `max_memory_reserved()   ${formatSize(r.peak_reserved_bytes)}`,
     `nvidia-smi (approx.)    ${formatSize(r.nvidia_smi_bytes)}`,
     '',
@@ -42,9 +47,14 @@ function answerLines(file: string, r: SimulateResult): string[] {
     'Largest tensors at the peak:',
     ...r.largest_at_peak.slice(0, 8).map((t) => `  ${formatSize(t.bytes).padStart(12)}  ${t.label}`),
     '',
-    'Per step (peak allocated / reserved):',
-    ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peak_allocated_bytes)} / ${formatSize(s.peak_reserved_bytes)}${s.incomplete ? ' (stopped by the out-of-memory error)' : ''}`),
-    '',
+    // (none when loading the model ran out of memory, before any step)
+    ...(r.steps.length
+      ? [
+          'Per step (peak allocated / reserved):',
+          ...r.steps.map((s) => `  step ${s.step}: ${formatSize(s.peak_allocated_bytes)} / ${formatSize(s.peak_reserved_bytes)}${s.incomplete ? ' (stopped by the out-of-memory error)' : ''}`),
+          '',
+        ]
+      : []),
   ];
 }
 

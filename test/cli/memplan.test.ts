@@ -233,6 +233,14 @@ describe('memplan simulate and max-batch', () => {
     expect(r.stdout).toMatch(/^Note: With reentrant checkpointing, the input of 22 checkpointed blocks needs no gradient .*model\.enable_input_require_grads\(\)/m);
   });
 
+  it('simulate says when the model itself does not fit: out of memory while loading it, no step run', () => {
+    const r = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json', '--gpu', 't4', '--no-advice');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^OUT OF MEMORY while loading the model \(model\.to\("cuda"\)\): CUDA out of memory\./m);
+    expect(r.stdout).toMatch(/^max_memory_allocated\(\) +[\d.]+ GiB +\(while loading the model\)$/m);
+    expect(r.stdout).not.toContain('Per step');
+  });
+
   it('simulate says what a plan that runs out of memory needs with no cap', () => {
     const r = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json', '--gpu', 'a100-40gb', '--no-advice');
     expect(r.code, r.stderr).toBe(0);
