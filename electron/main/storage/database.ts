@@ -97,14 +97,30 @@ function openChecked(path: string): Database.Database {
 function moveAside(path: string, stamp: string): string {
   const target = `${path}.corrupt-${stamp}`;
   renameSync(path, target);
-  for (const suffix of ['-wal', '-shm']) if (existsSync(path + suffix)) renameSync(path + suffix, target + suffix);
+  for (const suffix of ['-wal', '-shm']) {
+    try {
+      renameSync(path + suffix, target + suffix);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error; // none, or another process's close took it
+    }
+  }
   return target;
 }
 
-/** Throws EACCES/EROFS (Node's error) when the folder or an existing database file may not be written. */
+/**
+ * Throws EACCES/EROFS (Node's error) when the folder or an existing database file may not be written. A file that
+ * is gone by the time it is checked is no obstacle: another process's last connection deletes the WAL and its index
+ * when it closes (found by the six-process opening test: ENOENT on plans.sqlite-wal between existsSync and access).
+ */
 function checkWritable(path: string): void {
   accessSync(dirname(path), constants.W_OK | constants.X_OK);
-  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) accessSync(file, constants.R_OK | constants.W_OK);
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      accessSync(file, constants.R_OK | constants.W_OK);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
 }
 
 function hasSchema(db: Database.Database): boolean {
