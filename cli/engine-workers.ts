@@ -199,8 +199,9 @@ export class EngineWorkers {
     };
     this.start();
     if (this.size === 0) return searches.map(({ plan, options }) => here(plan, options));
-    // A search whose worker failed runs here (an error in it then surfaces from this thread).
-    return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) }).catch(() => here(plan, options))));
+    // A search whose worker failed runs here (an error in it then surfaces from this thread); one the engine
+    // refused there is refused here too, without searching again.
+    return Promise.all(searches.map(({ plan, options }) => this.run({ kind: 'search', plan, options: portableSearchOptions(options) }).catch((error: unknown) => (error instanceof InputError ? error : here(plan, options)))));
   }
 
   /** Stops the workers (the process can then exit). */

@@ -86,10 +86,19 @@ function overrideValue(o: TrainingOverride, text: string): unknown {
   }
 }
 
+/** Which plan field each given flag sets (plan field path -> flag), for the messages that name the flag. */
+function flagFields(values: Values, gpuName: string | undefined): Map<string, string> {
+  const flags = new Map<string, string>();
+  for (const o of TRAINING_OVERRIDES) if (typeof values[o.flag] === 'string') flags.set(`training.${o.field}`, `--${o.flag}`);
+  if (typeof values['alloc-conf'] === 'string') flags.set('allocator.conf', '--alloc-conf');
+  if (gpuName !== undefined) flags.set('gpu.name', '--gpu');
+  return flags;
+}
+
 /** The plan file with the flags' overrides written in, and which field each flag set (for its messages). */
 function overriddenPlanValue(file: string, values: Values, gpuName: string | undefined): { value: unknown; flags: Map<string, string> } {
   const value = readJsonFile(file);
-  const flags = new Map<string, string>(); // plan field path -> flag
+  const flags = flagFields(values, gpuName);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return { value, flags };
   const plan = { ...(value as Record<string, unknown>) };
   const given = TRAINING_OVERRIDES.filter((o) => typeof values[o.flag] === 'string');
@@ -100,20 +109,11 @@ function overriddenPlanValue(file: string, values: Values, gpuName: string | und
   }
   if (given.length) {
     const training = typeof plan['training'] === 'object' && plan['training'] !== null ? { ...(plan['training'] as object) } : {};
-    for (const o of given) {
-      (training as Record<string, unknown>)[o.field] = overrideValue(o, values[o.flag] as string);
-      flags.set(`training.${o.field}`, `--${o.flag}`);
-    }
+    for (const o of given) (training as Record<string, unknown>)[o.field] = overrideValue(o, values[o.flag] as string);
     plan['training'] = training;
   }
-  if (typeof values['alloc-conf'] === 'string') {
-    plan['allocator'] = { conf: values['alloc-conf'] };
-    flags.set('allocator.conf', '--alloc-conf');
-  }
-  if (gpuName !== undefined) {
-    plan['gpu'] = { name: gpuName };
-    flags.set('gpu.name', '--gpu');
-  }
+  if (typeof values['alloc-conf'] === 'string') plan['allocator'] = { conf: values['alloc-conf'] };
+  if (gpuName !== undefined) plan['gpu'] = { name: gpuName };
   return { value: plan, flags };
 }
 
@@ -141,8 +141,7 @@ export function readPlanWithOverrides(file: string, values: Values, gpuName?: st
  */
 export function namedForPlanFile(error: unknown, file: string, values: Values, gpuName?: string): unknown {
   if (!(error instanceof InputError) || error instanceof InputIssuesError || !/^(training|model|allocator)\./.test(error.where)) return error;
-  const { flags } = overriddenPlanValue(file, values, gpuName);
-  const flag = [...flags].find(([path]) => error.where === path || error.where.startsWith(`${path}.`))?.[1];
+  const flag = [...flagFields(values, gpuName)].find(([path]) => error.where === path || error.where.startsWith(`${path}.`))?.[1];
   return new InputError(flag ? `${flag} (${error.where})` : `${file}: ${error.where}`, error.problem);
 }
 

@@ -359,12 +359,6 @@ export class SimulatedDevice implements DeviceMemory {
     this.addresses.state(put);
   }
 
-  /** The same state as text (equal texts: equal states). */
-  addressSpaceKey(): string {
-    const numbers: number[] = [];
-    this.addresses.state((x) => numbers.push(x));
-    return numbers.join(',');
-  }
 
   reserveAddressSpace(size: number): number {
     return this.addresses.reserveAddressSpace(size);

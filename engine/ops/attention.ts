@@ -62,7 +62,8 @@ export interface SdpaOptions {
   /**
    * A boolean `attn_mask` (cuDNN and memory-efficient attention): `scaled_dot_product_attention` converts it first
    * (`convert_boolean_attn_mask`: `where(mask, scalar_tensor(0), scalar_tensor(-inf))` in the query's dtype, the
-   * mask's shape materialized), and cuDNN saves that bias for its backward (measured: mistral_4l_bf16_window256_s512).
+   * mask's shape materialized), and the kernel saves that bias for its backward (measured: mistral_4l_bf16_window256_s512
+   * with cuDNN, test/fixtures/calibration-a100-sdpa with the memory-efficient kernel).
    */
   attnMask?: Tensor | null;
 }
@@ -192,6 +193,9 @@ function flashAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP
  */
 const kEfficientSingleIterationMaxK = 128;
 
+/** The memory-efficient kernel reads its bias in rows of a multiple of 8 elements (`mem_eff_alignment`). */
+const kEfficientBiasAlignment = 8;
+
 /**
  * Memory-efficient attention (`_efficient_attention_forward`): the output [B, L, H, D] and the log-sum-exp
  * [B, H, round32(L)] fp32 (seed and offset are CPU scalars). Backward (`_efficient_attention_backward`): grad q,
@@ -202,7 +206,17 @@ const kEfficientSingleIterationMaxK = 128;
 function efficientAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { label, gradInQueryOrder = false, attnMask }: SdpaOptions): Tensor {
   const { cuda, autograd } = rt;
   const [b, h, l, d] = q.shape as [number, number, number, number];
-  const bias = attnMask ? maskAsBias(rt, attnMask, q.dtype, label) : null;
+  let bias = attnMask ? maskAsBias(rt, attnMask, q.dtype, label) : null;
+  if (bias && bias.shape.at(-1)! % kEfficientBiasAlignment !== 0) {
+    // `preprocess_mask`: a bias whose rows are not 8-aligned is padded (`pad_bias<8>`) and sliced back; the
+    // unpadded one dies at once, the kernel keeps the padded one (measured: seq_len 300 padded to 304, 264 not,
+    // test/fixtures/calibration-a100-sdpa/mistral_4l_bf16_window256_s{264,300}_a100sdpa)
+    const shape = bias.shape;
+    const padded = cuda.empty([...shape.slice(0, -1), roundUp(shape.at(-1)!, kEfficientBiasAlignment)], q.dtype, `${label} mask as bias (padded)`, 'activation');
+    cuda.release(bias);
+    bias = cuda.view(padded, shape);
+    cuda.release(padded);
+  }
   const needs = autograd.needsGrad([q, k, v]);
   const savedInputs = autograd.saveInputs(needs, bias ? [q, k, v, bias] : [q, k, v]);
   const out = cuda.empty([b, h, l, d], q.dtype, label, 'activation');

@@ -109,6 +109,22 @@ function schemaAt(schema: z.core.$ZodType, path: Path, value: unknown): z.core.$
 }
 
 /** Through wrappers and lazies, and into the union member whose keys the value has most of. */
+/** The forms of an object schema (a union's members, else the object itself): the keys each takes and requires. */
+function formsOf(schema: z.core.$ZodType | undefined): { keys: string[]; required: string[] }[] {
+  for (let s = schema, i = 0; s && i < 20; i++) {
+    const def = s._zod.def as unknown as Record<string, unknown>;
+    if (def['type'] === 'lazy') s = (def['getter'] as () => z.core.$ZodType)();
+    else if (['optional', 'default', 'nullable', 'prefault'].includes(def['type'] as string)) s = def['innerType'] as z.core.$ZodType;
+    else if (def['type'] === 'union') return (def['options'] as z.core.$ZodType[]).flatMap((o) => formsOf(o));
+    else if (def['type'] === 'object') {
+      const shape = def['shape'] as Record<string, z.core.$ZodType>;
+      const optional = (t: z.core.$ZodType) => ['optional', 'default', 'prefault'].includes((t._zod.def as unknown as { type: string }).type);
+      return [{ keys: Object.keys(shape), required: Object.keys(shape).filter((k) => !optional(shape[k]!)) }];
+    } else return [];
+  }
+  return [];
+}
+
 function unwrap(schema: z.core.$ZodType | undefined, value: unknown): z.core.$ZodType | undefined {
   for (let s = schema, i = 0; s && i < 20; i++) {
     const def = s._zod.def as unknown as Record<string, unknown>;
@@ -166,10 +182,14 @@ function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$Z
     }
     case 'unrecognized_keys': {
       const value = valueAt(root, path);
-      const known = objectKeys(schemaAt(schema, path, root), value);
+      const here = schemaAt(schema, path, root);
+      const known = objectKeys(here, value);
+      const forms = formsOf(here);
       for (const key of issue.keys) {
-        // a key another form of this object takes (a union's member: a model's preset and hf_config together)
-        const given = typeof value === 'object' && value !== null ? Object.keys(value).filter((k) => k !== key && known.includes(k) && !issue.keys.includes(k)) : [];
+        // a key another form of this object takes (a union's member: a model's preset and hf_config together):
+        // the keys given that some form requires and no form takes together with it
+        const present = typeof value === 'object' && value !== null ? Object.keys(value).filter((k) => k !== key && !issue.keys.includes(k)) : [];
+        const given = present.filter((k) => forms.some((f) => f.required.includes(k)) && !forms.some((f) => f.keys.includes(key) && f.keys.includes(k)));
         const message = known.includes(key) && given.length
           ? `"${key}" cannot be given with ${given.map((k) => `"${k}"`).join(' and ')}: give one of them`
           : `unknown key "${key}"${didYouMean(key, known) || (known.length ? `; accepted here: ${known.join(', ')}` : '')}`;

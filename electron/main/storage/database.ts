@@ -96,7 +96,13 @@ function openChecked(path: string): Database.Database {
 
 function moveAside(path: string, stamp: string): string {
   const target = `${path}.corrupt-${stamp}`;
-  renameSync(path, target);
+  try {
+    renameSync(path, target);
+  } catch (error) {
+    // another process that found it damaged moved it aside first (with its WAL and index): nothing left to move
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return target;
+    throw error;
+  }
   for (const suffix of ['-wal', '-shm']) {
     try {
       renameSync(path + suffix, target + suffix);

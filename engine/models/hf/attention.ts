@@ -68,8 +68,9 @@ export interface AttentionCall {
 /**
  * The kernel `scaled_dot_product_attention` runs for a call with q in `dtype`. With a mask (a sliding window, from
  * the window on) `repeat_kv` ran first, so k and v have q's heads; and flash attention takes no mask, so where it
- * would run PyTorch runs the memory-efficient kernel (measured with cuDNN and flash attention turned off on the
- * H100, as the A100 runs it: test/fixtures/calibration-a100-sdpa).
+ * would run PyTorch runs the memory-efficient kernel (recorded on the H100 with cuDNN attention turned off, as the
+ * A100 runs it: Gemma 3's sliding layers ran the memory-efficient kernel and its global layers flash attention,
+ * test/fixtures/calibration-a100-sdpa).
  */
 export function sdpaBackendOf(dtype: DType, call: Pick<AttentionCall, 'device' | 'gqa' | 'mask'>): SdpaBackend {
   const unmasked = sdpaBackend(dtype, 2, call.gqa && !call.mask ? 1 : 2, call.device);

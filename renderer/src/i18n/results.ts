@@ -383,7 +383,7 @@ const zh = {
       reason === 'max_steps' ? '已达 memplan 模拟的最多步数' : reason === 'work_limit' ? '已达计算量上限允许的步数' : '开启 garbage_collection_threshold 后，块的“年龄”不会重复'
     }），所以无法证明之后的步也放得下：峰值只是这些步的峰值。`,
   rNoteCheckpointInputsNoGrad: (blocks: number) =>
-    `使用重入式梯度检查点时，有 ${blocks} 个检查点块的输入不需要梯度（它来自已冻结的嵌入层或直接来自数据，且没有调用 model.enable_input_require_grads()）：PyTorch 会警告“None of the inputs have requires_grad=True”，不在这些块内计算梯度，块内的参数因此得不到训练，这里的模拟结果也是如此。要训练它们，请调用 model.enable_input_require_grads()，或改用非重入式梯度检查点。`,
+    `使用重入的梯度检查点时，有 ${blocks} 个检查点块的输入不需要梯度（它来自已冻结的嵌入层或直接来自数据，且没有调用 model.enable_input_require_grads()）：PyTorch 会警告“None of the inputs have requires_grad=True”，不在${blocks === 1 ? '该块' : '这些块'}内计算梯度，块内的参数因此得不到训练，这里的模拟结果也是如此。要训练${blocks === 1 ? '它' : '它们'}，请调用 model.enable_input_require_grads()，或改用非重入的梯度检查点。`,
 
   rSearchTitle: '最大可行 batch size',
   rSearchRunning: (n: number) => `搜索中：已尝试 ${n} 个批量大小`,

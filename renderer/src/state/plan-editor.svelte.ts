@@ -178,7 +178,8 @@ export class PlanEditor {
   model: unknown = $derived.by(() => {
     switch (this.modelMode) {
       case 'preset':
-        return (this.inputKind === 'images' && this.numClasses !== DEFAULT_NUM_CLASSES) || this.#opened.has('model.num_classes') ? { preset: this.preset, num_classes: this.numClasses } : { preset: this.preset };
+        // (a token model takes no num_classes: not written back once the preset is no longer a vision model)
+        return this.inputKind === 'images' && (this.numClasses !== DEFAULT_NUM_CLASSES || this.#opened.has('model.num_classes')) ? { preset: this.preset, num_classes: this.numClasses } : { preset: this.preset };
       case 'hf_config':
         return { hf_config: this.hfParsed.ok ? this.hfParsed.value : {} };
       case 'torchvision':

@@ -12,6 +12,7 @@ import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { isLoraTarget, matchesPattern } from '../../../engine/models/peft/lora.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import { programKey, recordedRun } from '../../../engine/train/run-replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { requestsOf } from './allocations.ts';
 
@@ -170,7 +171,10 @@ describe('reentrant checkpointing whose blocks get an input that needs no gradie
     expect(r.notes).toContainEqual({ id: 'checkpoint_inputs_no_grad', blocks: 22 });
     // no parameter of the 22 layers gets a gradient: what is trained is the final norm and lm_head
     expect(r.peak_allocated_bytes).toBeLessThan(run({ activation_checkpointing: 'non_reentrant', freeze: ['model.embed_tokens.*'] }).peak_allocated_bytes);
-    expect(run(frozen).notes).toEqual(r.notes); // the second simulation of the program replays it (Note [Replayed runs])
+    // the second simulation of the program replays the first one's recording (Note [Replayed runs])
+    const p = plan(frozen);
+    expect(recordedRun(programKey(p, planGpu(p)))).toBeDefined();
+    expect(run(frozen).notes).toEqual(r.notes);
   });
 
   it('is not noted where the input needs a gradient: the embedding trains, LoRA (PEFT calls enable_input_require_grads), or non-reentrant checkpointing', () => {

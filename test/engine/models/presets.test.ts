@@ -9,6 +9,7 @@ import { PRESETS, PRESET_NAMES } from '../../../engine/models/presets.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { HF_MODEL_TYPES, safeParseHfConfig } from '../../../engine/index.ts';
 
 const PUBLISHED: Record<string, number> = {
   gpt2: 124_439_808,
@@ -116,4 +117,17 @@ describe('max-batch on every GPU of the catalog', () => {
     sizes.sort((a, b) => a[0] - b[0]);
     for (let i = 1; i < sizes.length; i++) expect(sizes[i]![1]).toBeGreaterThanOrEqual(sizes[i - 1]![1]);
   }, 120_000);
+});
+
+describe('the model types of a pasted config.json', () => {
+  it('HF_MODEL_TYPES lists exactly the model_types resolveHfConfig simulates', () => {
+    for (const modelType of HF_MODEL_TYPES) {
+      const parsed = safeParseHfConfig({ model_type: modelType });
+      const problems = parsed.ok ? [] : parsed.issues.map((i) => i.message);
+      expect(problems.filter((m) => m.includes('is not simulated yet')), modelType).toEqual([]);
+    }
+    const unknown = safeParseHfConfig({ model_type: 'olmo2' });
+    expect(unknown.ok).toBe(false);
+    if (!unknown.ok) expect(unknown.issues[0]!.message).toBe(`"olmo2" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
+  });
 });

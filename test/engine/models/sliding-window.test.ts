@@ -33,7 +33,7 @@ describe('sliding-window attention', () => {
     expect(() => run(128, { attention: 'eager' })).toThrow(/training\.seq_len: eager sliding-window attention/);
     expect(run(512, { precision: 'fp32' }).oom).toBeNull();
     // the A100 runs flash attention without a mask and the memory-efficient kernel with one
-    // (test/engine/models/sdpa-efficient.test.ts checks its memory against recordings)
+    // (test/engine/models/a100-sdpa.test.ts checks its memory against recordings)
     expect(run(128, {}, 'a100-80gb').peak_allocated_bytes).toBeGreaterThan(run(512, {}, 'a100-80gb').peak_allocated_bytes);
     expect(() => run(128, { precision: 'fp32' }, 'a100-80gb')).toThrow(/not yet in float32/);
   });

@@ -40,6 +40,10 @@ describe('safeParsePlan', () => {
     expect(issues({ ...base, model: { preset: 'gpt-2' } })['model.preset']).toContain('did you mean "gpt2"?');
     // two forms at once: said as such, not "unknown key" beside a list that names it
     expect(issues({ ...base, model: { preset: 'gpt2', hf_config: { model_type: 'llama' } } })).toEqual({ 'model.hf_config': '"hf_config" cannot be given with "preset": give one of them' });
+    // an optional key of another form is named with the key it conflicts with, not with every key given
+    expect(issues({ ...base, model: { preset: 'gpt2', num_classes: 3, hf_config: { model_type: 'llama' } } })).toEqual({ 'model.hf_config': '"hf_config" cannot be given with "preset": give one of them' });
+    expect(issues({ ...base, model: { hf_config: { model_type: 'llama' }, num_classes: 10 } })).toEqual({ 'model.num_classes': '"num_classes" cannot be given with "hf_config": give one of them' });
+    expect(issues({ ...base, model: { layers: [{ type: 'relu' }], input_features: 8, input_shape: [8] } })['model.input_shape']).toBe('"input_shape" cannot be given with "input_features": give one of them');
   });
 
   it('checks a pasted config.json, the allocator settings and the GPU name', () => {
