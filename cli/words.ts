@@ -3,7 +3,7 @@
  * renderer has its own strings (en, zh-CN) keyed by the same ids (engine/result/advice.ts lists them and their
  * parameters); this is the CLI's.
  */
-import { formatSize, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
+import { LORA_MODEL_TYPES, formatSize, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
 
 /**
  * A whole number with commas between groups of three digits ("1,557,611,200"), as `toLocaleString('en-US')`
@@ -87,6 +87,8 @@ export function notApplicableText(n: NotApplicable): string {
       return `${name}: the plan fits as it is (LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit)`;
     case 'not_simulated':
       return `${name}: not simulated for this model yet${n.message ? ` (${n.message})` : ''}`;
+    case 'no_default_targets':
+      return `${name}: advised only for the models PEFT has default target modules for: ${LORA_MODEL_TYPES.join(', ')}`;
   }
 }
 

@@ -76,6 +76,8 @@ export const NOT_APPLICABLE_REASONS = [
   'not_simulated',
   /** The plan fits as it is: a change of what is trained (LoRA) is not advised for memory it does not need. */
   'plan_fits',
+  /** LoRA: PEFT has no default target modules for this model (LoRA is advised with PEFT's defaults only). */
+  'no_default_targets',
 ] as const;
 
 export const notApplicableSchema = z.object({

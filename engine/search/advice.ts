@@ -84,7 +84,7 @@ function hfModelType(plan: Plan): string | null {
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
  * batch, under the `batch` goal), with PEFT's defaults on the model type's default targets, which is what
  * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds. `already_set` when the plan trains adapters
- * or freezes parameters already; `not_simulated` for a model PEFT has no default for here; `plan_fits` otherwise.
+ * or freezes parameters already; `no_default_targets` for a model PEFT has no default for here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {
   const t = plan.training;
@@ -93,7 +93,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
     const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
-    return { skip: { id: 'lora', reason_id: 'not_simulated', message } };
+    return { skip: { id: 'lora', reason_id: 'no_default_targets', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };
   const lora = { ...PEFT_LORA_DEFAULTS, target_modules: targets, quantization: 'none' as const };

@@ -33,7 +33,7 @@ describe('what is not advised', () => {
     expect(await item('amp_bf16').getAttribute('data-reason')).toBe('already_set');
     expect(await item('amp_bf16').textContent()).toContain('the plan already trains in reduced precision');
     expect(await item('sdpa').getAttribute('data-reason')).toBe('already_set');
-    expect(await item('lora').getAttribute('data-reason')).toBe('not_simulated');
+    expect(await item('lora').getAttribute('data-reason')).toBe('no_default_targets');
     expect((await item('lora').textContent())?.trim()).toMatch(/advised only for the models PEFT has default target modules for: llama, .*gemma3_text$/);
     // Advised changes are not listed again as not advised.
     const advised = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')!.replace('advice-', '')));

@@ -116,9 +116,13 @@ describe('why a change is not advised', () => {
       expect(new Set(already).size).toBe(3);
       expect(notAdvisedWords(m, full('amp_bf16', 'uses_more_memory'), locale).reason).toContain(formatBytes(64 * 1024 ** 2, locale));
       // the model types LoRA is advised for are the engine's, whatever its English message says
-      const lora = notAdvisedWords(m, { id: 'lora', reason_id: 'not_simulated', message: 'LoRA advice needs …; not gpt2' }, locale).reason;
+      const lora = notAdvisedWords(m, { id: 'lora', reason_id: 'no_default_targets', message: 'LoRA advice needs …; not gpt2' }, locale).reason;
       for (const type of LORA_MODEL_TYPES) expect(lora).toContain(type);
       expect(notAdvisedWords(m, { id: 'checkpointing', reason_id: 'not_simulated', message: 'the reason' }, locale).reason).toContain('the reason');
+      // a LoRA variant the engine could not simulate says why, as any other change, in the interface's language
+      const refused = notAdvisedWords(m, { id: 'lora', reason_id: 'not_simulated', message: 'must be below 1, got 1.5' }, locale).reason;
+      expect(refused).toContain(locale === 'zh-CN' ? '必须小于 1' : 'must be below 1, got 1.5');
+      expect(refused).not.toContain(LORA_MODEL_TYPES[0]!);
     });
   }
 });

@@ -8,6 +8,8 @@ import { results, type ResultMessages } from '../i18n/results.ts';
 import type { Category } from '../charts/categories.ts';
 import { formatBytes, formatCount } from '../charts/units.ts';
 import { LORA_MODEL_TYPES } from '../editor/lora.ts';
+import { catalogues } from '../i18n/index.ts';
+import { localizeIssue } from '../i18n/issues.ts';
 
 export type M = ResultMessages;
 export const messagesFor = (locale: Locale): M => results[locale] as M;
@@ -109,7 +111,9 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
       case 'plan_fits':
         return m.rWhyPlanFits;
       case 'not_simulated':
-        return n.id === 'lora' ? m.rWhyLoraModels(LORA_MODEL_TYPES) : m.rWhyNotSimulated(n.message ?? '');
+        return m.rWhyNotSimulated(n.message ? localizeIssue(n.message, catalogues[locale], locale) : '');
+      case 'no_default_targets':
+        return m.rWhyLoraModels(LORA_MODEL_TYPES);
     }
   };
   return { change: m.rChangeName(n.id), reason: reason() };

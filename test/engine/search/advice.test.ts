@@ -119,7 +119,7 @@ describe('LoRA advice (issue 14, Note [LoRA advice])', () => {
     }
     // a layer list: no model PEFT has defaults for
     const n = advise(plan, { device }).not_applicable.find((x) => x.id === 'lora')!;
-    expect(n.reason_id).toBe('not_simulated');
+    expect(n.reason_id).toBe('no_default_targets');
   });
 
   it("under the batch goal: when the plan's batch does not fit, the largest batch with adapters", () => {
