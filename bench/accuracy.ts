@@ -90,3 +90,33 @@ for (const f of readdirSync(searchDir).filter((f) => f.endsWith('.json')).sort()
   console.log(`targets met in ${met} of ${suite.length} cases${known.length ? '; known failures:' : ''}`);
   for (const line of known) console.log(line);
 }
+
+// Attention as an A100 runs it (issue 14): searches on the H100 with cuDNN attention off (flash attention, and the
+// memory-efficient kernel where SDPA gets a mask), each trial 6 steps in a fresh process
+// (test/fixtures/boundary-a100-sdpa.json); simulated with the H100's figures and an A100's compute capability.
+{
+  const { readFileSync } = await import('node:fs');
+  const { parsePlan } = await import('../engine/plan/parse.ts');
+  const { findMaxBatch } = await import('../engine/search/max-batch.ts');
+  const { planGpu } = await import('../cli/gpus.ts');
+  const suite = JSON.parse(readFileSync(new URL('../test/fixtures/boundary-a100-sdpa.json', import.meta.url), 'utf8')) as {
+    searches: { name: string; largest: number | null; trials: { batch: number; fits: boolean }[] }[];
+  };
+  console.log('');
+  console.log(`${'as an A100 runs attention (fresh process, 6 steps)'.padEnd(56)} ${'real'.padStart(6)} ${'sim'.padStart(6)}  target`);
+  let met = 0;
+  let complete = 0;
+  for (const c of suite.searches) {
+    const raw = JSON.parse(readFileSync(new URL(`../resources/measure/scenarios/boundary/${c.name.replace(/_a100sdpa$/, '')}.json`, import.meta.url), 'utf8'));
+    const plan = parsePlan(raw);
+    const predicted = findMaxBatch(plan, { device: { ...planGpu(plan), compute_capability: [8, 0] } }).max_batch;
+    // an unfinished search: its largest fitting trial with the next ones running out is what it found so far
+    const fitting = c.trials.filter((t) => t.fits).map((t) => t.batch);
+    const real = c.largest ?? Math.max(...fitting);
+    if (c.largest !== null) complete++;
+    const ok = c.largest !== null && predicted === real;
+    if (ok) met++;
+    console.log(`${c.name.padEnd(56)} ${String(real).padStart(6)} ${String(predicted).padStart(6)}  ${c.largest === null ? `unfinished (${c.trials.filter((t) => !t.fits).map((t) => t.batch).join(', ')} ran out)` : ok ? 'exact' : 'MISSED'}`);
+  }
+  console.log(`found exactly in ${met} of ${complete} finished searches`);
+}
