@@ -105,6 +105,8 @@ export function noteText(note: Note): string {
       return `The caching allocator's state did not repeat within the ${note.steps} steps simulated (${
         note.reason === 'max_steps' ? 'the most memplan runs' : note.reason === 'work_limit' ? 'as many as the work limit allows' : "with garbage_collection_threshold its blocks' ages never repeat"
       }), so later steps are not proven to fit: the peaks are those of these steps.`;
+    case 'lora_targets_unmatched':
+      return `No module of this model is named ${note.targets.map((t) => `"${t}"`).join(' or ')}, so LoRA adapts only the other target modules (PEFT says nothing while one name matches): check the names against model.named_modules().`;
     case 'checkpoint_inputs_no_grad':
       return `With reentrant checkpointing, the input of ${note.blocks} checkpointed block${note.blocks === 1 ? '' : 's'} needs no gradient (it comes from a frozen embedding, or from the data, and nothing calls model.enable_input_require_grads()): PyTorch warns "None of the inputs have requires_grad=True" and computes no gradient inside ${note.blocks === 1 ? 'it' : 'them'}, so ${note.blocks === 1 ? 'its' : 'their'} parameters are not trained, as simulated here. Call model.enable_input_require_grads(), or use non-reentrant checkpointing, to train them.`;
   }

@@ -123,6 +123,11 @@ export const NOTE_PARAMS = {
    * have requires_grad=True"), and memplan simulates just that; `blocks` of them in each forward.
    */
   checkpoint_inputs_no_grad: { blocks: count },
+  /**
+   * LoRA target names no module of the model matched while others did (PEFT says nothing: it raises only when none
+   * matches), so fewer modules are adapted than the plan may mean: likely a typo or another model's names.
+   */
+  lora_targets_unmatched: { targets: z.array(z.string()) },
 } as const;
 
 export type NoteId = keyof typeof NOTE_PARAMS;
@@ -134,6 +139,7 @@ export const noteSchema = z.discriminatedUnion('id', [
   note('custom_gpu_from_cap'),
   note('not_steady'),
   note('checkpoint_inputs_no_grad'),
+  note('lora_targets_unmatched'),
 ]);
 
 export type AdviceItem = z.output<typeof adviceItemSchema>;

@@ -15,7 +15,7 @@ import { resolveHfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
-import { applyFineTuning, fineTuningOf } from '../models/peft/lora.ts';
+import { applyFineTuning, fineTuningOf, unmatchedTargets } from '../models/peft/lora.ts';
 import { InputError } from '../errors.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
@@ -453,6 +453,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
   if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
+  const unmatched = t.lora ? unmatchedTargets(model.parameters, t.lora.target_modules) : [];
+  if (unmatched.length) notes.push({ id: 'lora_targets_unmatched', targets: unmatched });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {
     schema_version: RESULT_SCHEMA_VERSION,

@@ -50,6 +50,7 @@ const notes: Record<(typeof NOTE_IDS)[number], Note> = {
   custom_gpu_from_cap: { id: 'custom_gpu_from_cap', base_gpu: 'h100-sxm', memory_limit_bytes: 200 * 1024 ** 3 },
   not_steady: { id: 'not_steady', steps: 21, reason: 'max_steps' },
   checkpoint_inputs_no_grad: { id: 'checkpoint_inputs_no_grad', blocks: 22 },
+  lora_targets_unmatched: { id: 'lora_targets_unmatched', targets: ['w1', 'c_attn'] },
 };
 
 describe('the engine ids, worded', () => {

@@ -57,6 +57,15 @@ export function peftDefaultTargets(modelType: string): string[] | null {
 }
 
 /**
+ * The target names that no module of the model matched while others did (PEFT raises only when none matches, so
+ * a typo among several names adapts fewer modules without a word): the names, in the plan's order.
+ */
+export function unmatchedTargets(params: readonly ParameterSpec[], targets: readonly string[]): string[] {
+  const adapted = params.filter((p) => p.adapter && p.name.endsWith('.lora_A.default.weight')).map((p) => p.name.slice(0, -'.lora_A.default.weight'.length));
+  return targets.filter((t) => !adapted.some((path) => isLoraTarget(path, [t])));
+}
+
+/**
  * PEFT's `check_target_module_exists` for a list of names: a module is a target when its full name is one of
  * them or ends with `.` + one of them.
  */

@@ -131,6 +131,8 @@ export function noteText(m: M, n: Note, locale: Locale): string {
       return m.rNoteNotSteady(n.steps, n.reason);
     case 'checkpoint_inputs_no_grad':
       return m.rNoteCheckpointInputsNoGrad(n.blocks);
+    case 'lora_targets_unmatched':
+      return m.rNoteLoraTargetsUnmatched(n.targets);
   }
 }
 

@@ -184,3 +184,17 @@ describe('reentrant checkpointing whose blocks get an input that needs no gradie
     expect(ids({ activation_checkpointing: 'non_reentrant', freeze: ['model.embed_tokens.*'] })).not.toContain('checkpoint_inputs_no_grad');
   });
 });
+
+describe('LoRA target names that match no module while others do', () => {
+  const run = (targets: string[]) => {
+    const p = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'tinyllama-1.1b' }, training: { batch_size: 1, seq_len: 64, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: targets } } });
+    return simulate(p, { device: planGpu(p), timelinePoints: 0 });
+  };
+
+  it('are noted (PEFT adapts the modules the others match and says nothing)', () => {
+    expect(run(['q_proj', 'c_attn', 'v_proj', 'w1']).notes).toContainEqual({ id: 'lora_targets_unmatched', targets: ['c_attn', 'w1'] });
+    expect(run(['q_proj', 'v_proj']).notes.map((n) => n.id)).not.toContain('lora_targets_unmatched');
+    // a full module path matches as PEFT matches it
+    expect(run(['model.layers.0.self_attn.q_proj', 'v_proj']).notes.map((n) => n.id)).not.toContain('lora_targets_unmatched');
+  });
+});
