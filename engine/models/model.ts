@@ -12,6 +12,8 @@ export interface ParameterSpec {
   buffer?: boolean;
   /** A LoRA adapter's weight (models/peft/lora.ts). */
   adapter?: boolean;
+  /** The weight of an `nn.Linear` LoRA can adapt (`linearParameters`): its module's name is what target_modules name. */
+  linear?: boolean;
   /** Does not require grad (a base weight under LoRA, or matched by `training.freeze`): no gradient, no optimizer state. */
   frozen?: boolean;
 }

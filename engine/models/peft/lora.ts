@@ -99,7 +99,7 @@ export function matchesPattern(name: string, pattern: string): boolean {
  * the LoRA adapters PEFT adds after them when the module is a target.
  */
 export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning): ParameterSpec[] {
-  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype }];
+  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, linear: true }];
   if (bias) out.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
   if (tuning.lora && isLoraTarget(path, tuning.lora.target_modules)) {
     out.push({ name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true });
@@ -196,7 +196,10 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  */
 export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
-    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')} (LoRA is simulated for ${LORA_MODEL_TYPES.join(', ')})`);
+    // the names target_modules can take: the last part of each nn.Linear's path (what PEFT's defaults name)
+    const linears = [...new Set(model.parameters.filter((p) => p.linear).map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+    if (linears.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
+    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its nn.Linear modules are named ${linears.join(', ')}`);
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);

@@ -86,7 +86,12 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 
   it('targets that name no Linear of the model', () => {
-    refused(tinyLlama, { lora: { ...lora, target_modules: ['qkv_proj'] } }, /training\.lora\.target_modules: no nn\.Linear of this model is named "qkv_proj"/);
+    refused(tinyLlama, { lora: { ...lora, target_modules: ['qkv_proj'] } }, /training\.lora\.target_modules: no nn\.Linear of this model is named "qkv_proj"; its nn\.Linear modules are named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head$/);
+  });
+
+  it('LoRA on a torchvision model or a layer list: simulated for Hugging Face models only, freezing offered instead', () => {
+    const p = parsePlan({ format: 'memplan.plan', version: 1, model: { torchvision: 'resnet18', num_classes: 10 }, training: { batch_size: 2, lora: { ...lora, target_modules: ['fc'] } } });
+    expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types llama, .*; to train part of this model, freeze the rest \(training\.freeze\)$/);
   });
 
   it('LoRA on GPT-2 (Conv1D) is not simulated yet', () => {
