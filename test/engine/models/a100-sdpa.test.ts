@@ -118,11 +118,11 @@ describe('attention as an A100 runs it: flash attention, and the memory-efficien
     expect(gpt2.some((e) => e.label.endsWith('(contiguous)') && e.label.includes('attention'))).toBe(false);
   });
 
-  it('finds the largest batch of the searches run in fresh processes with cuDNN attention off (GPT-2, Gemma 2 and 3, Llama 3.2 1B, Qwen2.5 and Qwen3, TinyLlama, Phi-3, Mixtral, Mistral past its window, with and without LoRA), and each trial fits or runs out as simulated, in the step it did', () => {
+  it('finds the largest batch of the searches run in fresh processes with cuDNN attention off (GPT-2, Gemma 2 and 3, Llama 3.2 1B, Qwen2.5 and Qwen3, TinyLlama, Phi-3, Mixtral, Mistral past its window, with and without LoRA; Phi-3 mini, Mistral 7B and Llama 3 8B at their published sizes, loaded with from_pretrained), and each trial fits or runs out as simulated, in the step it did', () => {
     const suite = JSON.parse(readFileSync(new URL('../../fixtures/boundary-a100-sdpa.json', import.meta.url), 'utf8')) as {
       searches: { name: string; largest: number | null; trials: { batch: number; fits: boolean; failed_in_step: number | null }[] }[];
     };
-    expect(suite.searches).toHaveLength(14);
+    expect(suite.searches).toHaveLength(18);
     expect(suite.searches.filter((c) => c.largest === null)).toHaveLength(1); // stopped by the call's time budget
     for (const search of suite.searches) {
       const raw = JSON.parse(readFileSync(new URL(`../../../resources/measure/scenarios/boundary/${search.name.replace(/_a100sdpa$/, '')}.json`, import.meta.url), 'utf8')) as { training: object };
