@@ -7,7 +7,10 @@
  * - fp16/bf16 on compute capability 9.x/10.x with cuDNN newer than 9.15 (PyTorch's CUDA 13 wheels ship 9.19):
  *   cuDNN attention first (`check_prefer_cudnn_attention`). Measured on the H100 with C++ stacks: GPT-2's
  *   attention, dropout 0.1, runs ScaledDotProductCudnnAttentionBackward0 (test/fixtures/probes).
- * - fp16/bf16 elsewhere (and on AMD GPUs): flash attention.
+ * - fp16/bf16 elsewhere from compute capability 8.0 (and on AMD GPUs): flash attention.
+ * - below compute capability 8.0 (V100, T4), where flash attention does not run (`check_flash_attention_hardware_
+ *   support`): fp16 memory-efficient attention; bf16 the math backend (memory-efficient attention takes half and
+ *   float only there: `less_than_sm80_mem_efficient_dtypes`, sdp_utils.cpp). Read from the source, not measured.
  * - fp32: memory-efficient attention (flash and cuDNN take half types only); with fewer key/value heads the math
  *   backend (memory-efficient attention has no grouped-query kernel).
  *
@@ -39,7 +42,10 @@ export function sdpaBackend(dtype: DType, heads: number, kvHeads: number, device
   // memory-efficient attention takes no enable_gqa (measured: "No available kernel"): PyTorch runs the math one
   if (dtype !== 'float16' && dtype !== 'bfloat16') return kvHeads !== heads ? 'math' : 'efficient';
   const major = device.computeCapability[0];
-  return device.vendor !== 'amd' && (major === 9 || major === 10) ? 'cudnn' : 'flash';
+  if (device.vendor === 'amd') return 'flash';
+  if (major === 9 || major === 10) return 'cudnn';
+  if (major < 8) return dtype === 'bfloat16' || kvHeads !== heads ? 'math' : 'efficient';
+  return 'flash';
 }
 
 export interface SdpaOptions {

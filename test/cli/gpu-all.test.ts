@@ -55,7 +55,7 @@ describe('max-batch --gpu all', () => {
       model: { hf_config: { model_type: 'mistral', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, sliding_window: 256 } },
       training: { batch_size: 1, seq_len: 256, precision: 'fp32', optimizer: 'sgd' },
     });
-    expect(refused(['max-batch', window, '--gpu', 'all', '--memory-fraction', '0.01'])).toMatch(/^memplan: \S*window-fp32\.plan\.json: training\.seq_len: reaches the sliding window: .* not yet in float32/);
+    expect(refused(['max-batch', window, '--gpu', 'all', '--memory-fraction', '0.01'])).toMatch(/^memplan: \S*window-fp32\.plan\.json: training\.seq_len: reaches the sliding window: .* in float32 is not simulated yet/);
   });
 
   it('refuses a byte cap (it describes one GPU) and --gpu all on simulate', () => {

@@ -126,7 +126,9 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     const [qc, kc, vc] = castLower(rt, [q, kr, vr], [`${call.label} query`, `${call.label} key`, `${call.label} value`]);
     const backend = sdpaBackendOf(qc!.dtype, { device: call.device, mask: call.mask, gqa: kc!.shape[1] !== qc!.shape[1] });
     if (call.mask && backend !== 'cudnn' && !(backend === 'efficient' && qc!.dtype !== 'float32')) {
-      throw new InputError('training.seq_len', `reaches the sliding window: SDPA then gets a mask, which memplan simulates in bf16 and fp16 (cuDNN or memory-efficient attention) but not yet in ${qc!.dtype}: train in bf16, fp16 or AMP, or with a seq_len below the window`);
+      const kernel = backend === 'math' ? 'math' : 'memory-efficient';
+      const instead = backend === 'math' ? 'train in fp16' : 'train in bf16, fp16 or AMP';
+      throw new InputError('training.seq_len', `reaches the sliding window: SDPA then gets a mask, and a masked ${kernel} kernel in ${qc!.dtype} is not simulated yet (memplan simulates a masked cuDNN attention, and the memory-efficient kernel in half types): ${instead}, or use a seq_len below the window`);
     }
     // the math backend reshapes what is not in [B, H, T, D] memory: the cache's copies are
     const headMajor = { q: call.qContiguous ?? false, k: call.kvContiguous || repeat, v: call.kvContiguous || repeat };

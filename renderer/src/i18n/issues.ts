@@ -142,9 +142,9 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^(".*") is not simulated yet; simulated: (.+)$/, (name, names) => `暂不支持模拟 ${name}；目前支持：${names}`],
 
   // Sliding-window attention (engine/models/hf/attention.ts, engine/models/hf/llama.ts)
-  [/^reaches the sliding window: SDPA then gets a mask, which memplan simulates in (.+) \((.+) attention\) but not yet in (\S+): train in (.+), or with a seq_len below the window$/,
-    (dtypes, kernels, dtype, advice) =>
-      `达到了滑动窗口：此时 SDPA 会收到掩码；memplan 能模拟 ${listed(dtypes)} 下带掩码的注意力（${listed(kernels)} 注意力），但尚不支持 ${dtype}：请改用 ${listed(advice)} 训练，或使用小于窗口的 seq_len`],
+  [/^reaches the sliding window: SDPA then gets a mask, and a masked (\S+) kernel in (\S+) is not simulated yet \(memplan simulates a masked cuDNN attention, and the memory-efficient kernel in half types\): train in (.+), or use a seq_len below the window$/,
+    (kernel, dtype, advice) =>
+      `达到了滑动窗口：此时 SDPA 会收到掩码，而 ${dtype} 下带掩码的 ${kernel} 内核暂不支持模拟（memplan 能模拟带掩码的 cuDNN 注意力，以及半精度下的 memory-efficient 内核）：请改用 ${listed(advice)} 训练，或使用小于窗口的 seq_len`],
   [/^eager sliding-window attention \(window (\d+)\) at seq_len (\d+) is not simulated yet: use attention "sdpa" or a seq_len below the window$/,
     (window, seqLen) => `暂不支持模拟 seq_len 为 ${seqLen} 时的 eager 滑动窗口注意力（窗口 ${window}）：请使用 attention "sdpa"，或小于窗口的 seq_len`],
 

@@ -145,6 +145,6 @@ describe('attention as an A100 runs it: flash attention, and the memory-efficien
     expect(r.oom).toBeNull();
     expect(labels.some((l) => l.endsWith('attention backward: workspace'))).toBe(true);
     const fp32 = parsePlan({ ...m.plan, gpu: { name: 'a100-80gb' }, training: { ...m.plan.training, precision: 'fp32' } });
-    expect(() => simulate(fp32, { device: planGpu(fp32), untilSteady: false, timelinePoints: 0 })).toThrow(/training\.seq_len: reaches the sliding window: .* not yet in float32/);
+    expect(() => simulate(fp32, { device: planGpu(fp32), untilSteady: false, timelinePoints: 0 })).toThrow(/training\.seq_len: reaches the sliding window: .* in float32 is not simulated yet/);
   });
 });

@@ -102,3 +102,20 @@ describe('flash, memory-efficient and math attention, forced on the H100', () =>
     });
   }
 });
+
+describe('the backend PyTorch 2.11 picks without a mask (sdp_utils.cpp)', () => {
+  const on = (major: number, vendor?: 'amd') => ({ computeCapability: [major, 0] as [number, number], ...(vendor ? { vendor } : {}) });
+  it('cuDNN attention on compute capability 9 and 10, flash attention from 8.0 and on AMD, neither before 8.0', () => {
+    expect(sdpaBackend('bfloat16', 8, 8, on(9))).toBe('cudnn');
+    expect(sdpaBackend('float16', 8, 2, on(10))).toBe('cudnn');
+    expect(sdpaBackend('bfloat16', 8, 2, on(8))).toBe('flash');
+    expect(sdpaBackend('float16', 8, 8, on(9, 'amd'))).toBe('flash');
+    // the V100 and T4: the memory-efficient kernel in fp16 (no grouped-query kernel: math then), bf16 math
+    expect(sdpaBackend('float16', 8, 8, on(7))).toBe('efficient');
+    expect(sdpaBackend('float16', 8, 2, on(7))).toBe('math');
+    expect(sdpaBackend('bfloat16', 8, 8, on(7))).toBe('math');
+    // fp32 everywhere: memory-efficient, or math with fewer key/value heads
+    expect(sdpaBackend('float32', 8, 8, on(9))).toBe('efficient');
+    expect(sdpaBackend('float32', 8, 2, on(7))).toBe('math');
+  });
+});
