@@ -41,6 +41,9 @@ export function caveatsText(c: Caveats): string[] {
       case 'known_gap':
         grounds.push('reentrant checkpointing of ViT reserves about 5% less than measured (docs/engine.md)');
         break;
+      case 'bf16_emulated':
+        grounds.push(`${i.gpu} has no bf16 arithmetic (compute capability below 8.0): PyTorch emulates bf16, far slower, and runs attention on its math backend, which holds the attention scores (simulated so); fp16 with AMP's GradScaler is what it runs natively`);
+        break;
       case 'conv_workspaces_estimated':
         grounds.push(
           `cuDNN's convolution workspaces at batch ${groupDigits(i.batch)} were not measured (the H100's table has every batch to 512 and a few windows past it): interpolated, while cuDNN switches algorithms with the batch, so near a whole GPU's limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 interpolated, 1,861 real)`,

@@ -62,6 +62,12 @@ export const caveatSchema = z.discriminatedUnion('id', [
    * with interpolated workspaces, 1861 real and measured).
    */
   z.object({ id: z.literal('conv_workspaces_estimated'), batch: z.number().int().positive() }),
+  /**
+   * bf16 (or AMP bf16) on an NVIDIA GPU below compute capability 8.0 (V100, T4), which has no bf16 arithmetic:
+   * PyTorch emulates it (`torch.cuda.is_bf16_supported(including_emulation=True)`), far slower, and its attention
+   * runs the math backend (no bf16 flash or memory-efficient kernel there: sdp_utils.cpp), which holds the scores.
+   */
+  z.object({ id: z.literal('bf16_emulated'), gpu: z.string() }),
 ]);
 
 export const CONFIDENCE_LEVELS = ['high', 'medium', 'low'] as const;
@@ -84,7 +90,7 @@ export const CALIBRATED_GPU = 'h100-sxm';
  * The GPU as caveatsFor needs it: a catalog entry (an engine `Device`) carries its evidence; a device built by
  * hand (tests, benches) has none, and its figures count as not measured.
  */
-export type CaveatDevice = Pick<GpuSpec, 'name' | 'vendor'> & { id?: string; total_memory_source?: Evidence; non_pytorch_source?: Evidence };
+export type CaveatDevice = Pick<GpuSpec, 'name' | 'vendor'> & { id?: string; total_memory_source?: Evidence; non_pytorch_source?: Evidence; compute_capability?: readonly [number, number] };
 
 /** What the simulation itself found: a convolution whose workspaces the table has not measured (ops/conv.ts). */
 export interface SimulationFindings {
@@ -118,6 +124,11 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
     lower(device.vendor === 'amd' ? 'low' : 'medium');
   }
   if (plan.training.precision === 'amp_fp16' && plan.training.grad_scaler_skipped_steps === 0) items.push({ id: 'grad_scaler_steps_update' });
+  const bf16 = plan.training.precision === 'bf16' || plan.training.precision === 'amp_bf16';
+  if (bf16 && device.vendor === 'nvidia' && device.compute_capability !== undefined && device.compute_capability[0] < 8) {
+    items.push({ id: 'bf16_emulated', gpu: device.id ?? device.name });
+    lower('medium');
+  }
   const model = plan.model;
   const vit = ('torchvision' in model && model.torchvision.startsWith('vit')) || ('preset' in model && model.preset.startsWith('vit'));
   if (vit && plan.training.activation_checkpointing === 'reentrant') {

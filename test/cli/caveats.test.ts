@@ -27,6 +27,16 @@ describe('caveats', () => {
     expect(amd.confidence).toBe('low');
   });
 
+  it('bf16 on a GPU without bf16 arithmetic (below compute capability 8.0): emulated, attention on the math backend', () => {
+    const llama = ['examples/llama-3-8b-bf16.plan.json', '--seq-len', '128', '--no-advice', '--json'];
+    const t4 = caveatsSchema.parse(json(['simulate', ...llama, '--gpu', 't4']).caveats);
+    expect(t4.items).toContainEqual({ id: 'bf16_emulated', gpu: 't4' });
+    expect(t4.confidence).toBe('medium');
+    expect(caveatsSchema.parse(json(['simulate', ...llama, '--gpu', 't4', '--precision', 'fp16']).caveats).items.map((i) => i.id)).not.toContain('bf16_emulated');
+    expect(caveatsSchema.parse(json(['simulate', ...llama, '--gpu', 'a100-80gb']).caveats).items.map((i) => i.id)).not.toContain('bf16_emulated');
+    expect(memplan(['simulate', 'examples/llama-3-8b-bf16.plan.json', '--seq-len', '128', '--no-advice', '--gpu', 'v100-32gb']).stdout).toMatch(/v100-32gb has no bf16 arithmetic \(compute capability below 8\.0\): PyTorch emulates bf16/);
+  });
+
   it('names the known gaps of docs/engine.md that apply to the plan', () => {
     const amp = caveatsSchema.parse(json(['simulate', 'examples/resnet50-amp.plan.json', '--batch-size', '8', '--json']).caveats);
     expect(amp.items.map((i) => i.id)).toContain('grad_scaler_steps_update');

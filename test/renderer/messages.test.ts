@@ -165,6 +165,7 @@ describe('Chinese as the glossary and the editor say it', () => {
     expect(zh.rCaveatMixtralNotMeasured).toContain('hidden_size 1024');
   });
   it('formats a caveat’s batch with the locale’s own number format', () => {
+    for (const locale of locales) expect(caveatWords(messagesFor(locale), { id: 'bf16_emulated', gpu: 't4' }, locale, () => 'Tesla T4').text).toContain('Tesla T4');
     const caveat = { id: 'conv_workspaces_estimated', batch: 1872 } as Caveat;
     expect(caveatWords(messagesFor('en'), caveat, 'en').text).toContain('batch 1,872');
     // German groups thousands with a dot: proof that the locale, not en-US, formats the number

@@ -233,6 +233,8 @@ const en = {
   rCaveatCustom: 'A custom GPU: the H100’s figures, with the cap as its memory.',
   rCaveatScaler: 'amp_fp16: every step is assumed to update; a run whose first steps overflow (the GradScaler skips them) fits slightly more.',
   rCaveatVitGap: 'Reentrant checkpointing of ViT: memplan reserves about 5% less than was measured (a known gap).',
+  rCaveatBf16Emulated: (gpu: string) =>
+    `The ${gpu} has no bf16 arithmetic (compute capability below 8.0): PyTorch emulates bf16, far slower, and runs attention on its math backend, which holds the attention scores (simulated so). fp16 with AMP’s GradScaler is what it runs natively.`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
   rCaveatConvEstimated: (batch: string) => `cuDNN’s convolution workspaces at batch ${batch} were not measured (the H100’s table has every batch up to 512 and a few windows past it): they are interpolated, and cuDNN switches algorithms with the batch, so near a whole GPU’s limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 with interpolated workspaces, 1,861 real).`,
   rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3%) and one real largest-batch search, not yet at a published size.',
@@ -445,6 +447,8 @@ const zh = {
   rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
   rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
   rCaveatVitGap: 'ViT 使用重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
+  rCaveatBf16Emulated: (gpu: string) =>
+    `${gpu} 没有 bf16 运算单元（计算能力低于 8.0）：PyTorch 会模拟 bf16，速度慢得多，注意力也改用 math 后端，要保存注意力分数（这里按此模拟）。这块 GPU 原生支持的是 fp16 加 AMP 的 GradScaler。`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大批量搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
   rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
   rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden_size 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内）以及一次真实的最大批量搜索核对过，还没有在公开发布的规模上核对。',

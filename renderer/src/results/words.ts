@@ -169,5 +169,7 @@ export function caveatWords(m: M, c: Caveat, locale: Locale, gpuName: (id: strin
       return { kind: 'ground', text: m.rCaveatVitGap };
     case 'conv_workspaces_estimated':
       return { kind: 'ground', text: m.rCaveatConvEstimated(formatCount(c.batch, locale)) };
+    case 'bf16_emulated':
+      return { kind: 'ground', text: m.rCaveatBf16Emulated(gpuName(c.gpu)) };
   }
 }
