@@ -4,13 +4,13 @@
  * editor's hints listing what the engine accepts.
  */
 import { describe, expect, it } from 'vitest';
-import { HF_MODEL_TYPES, peftDefaultTargets, safeParseHfConfig } from '../../engine/index.ts';
+import { HF_MODEL_TYPES, LORA_MODEL_TYPES, peftDefaultTargets, safeParseHfConfig } from '../../engine/index.ts';
 import { ADVICE_IDS, NOT_APPLICABLE_REASONS, NOTE_IDS, type AdviceId, type AdviceItem, type Caveat, type NotApplicable, type NotApplicableReason, type Note } from '../../engine/result/index.ts';
 import { catalogues } from '../../renderer/src/i18n/index.ts';
 import { results } from '../../renderer/src/i18n/results.ts';
 import { shell } from '../../renderer/src/i18n/shell.ts';
 import type { Locale } from '../../renderer/src/i18n/types.ts';
-import { LORA_MODEL_TYPES, PEFT_DEFAULTS } from '../../renderer/src/editor/lora.ts';
+import { PEFT_DEFAULTS } from '../../renderer/src/editor/lora.ts';
 import { formatBytes } from '../../renderer/src/charts/units.ts';
 import { adviceWords, caveatWords, categoryName, messagesFor, notAdvisedWords, noteText, phaseName } from '../../renderer/src/results/words.ts';
 import { CATEGORIES, PHASES } from '../../renderer/src/charts/categories.ts';

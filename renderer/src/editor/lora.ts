@@ -24,4 +24,3 @@ function peftDefaults(): PeftDefault[] {
 /** One entry per distinct default, in the order of LORA_MODEL_TYPES: q_proj, v_proj for llama, …; qkv_proj for phi3. */
 export const PEFT_DEFAULTS: readonly PeftDefault[] = peftDefaults();
 
-export { LORA_MODEL_TYPES };

@@ -7,7 +7,7 @@ import type { Locale } from '../i18n/types.ts';
 import { results, type ResultMessages } from '../i18n/results.ts';
 import type { Category } from '../charts/categories.ts';
 import { formatBytes, formatCount } from '../charts/units.ts';
-import { LORA_MODEL_TYPES } from '../editor/lora.ts';
+import { LORA_MODEL_TYPES } from '../../../engine/index.ts';
 import { catalogues } from '../i18n/index.ts';
 import { localizeIssue } from '../i18n/issues.ts';
 
