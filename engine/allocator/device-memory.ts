@@ -48,6 +48,17 @@
  * not: layers_transformer_amp_bf16_ckpt_adam_forloop reserves 1.35% less than the H100. mixtral_4l_amp_bf16_ckpt
  * is 2.85% above with either. Simulating these with the real run's segment addresses makes them exact, so what is
  * missing is the host's mappings (the CPU copy of the model freed as it moves), not the rule.
+ *
+ * Those mappings were read (resources/measure/probe_host_maps.py: /proc/self/maps before every tensor `.to("cuda")`
+ * moves; test/fixtures/device/h100_host_maps.json). Built by from_config, the CPU copy is one run of glibc mmaps
+ * laid top-down in creation order, above the context's range (it exists before CUDA does); `.to("cuda")` frees it
+ * from the top, and the driver's reservations fill that growing gap top-down, then go on below the context. While
+ * every reservation fits the gap this is the order the rule gives (TinyLlama: exact). Mixtral's 224 MiB expert
+ * weights do not fit the gap when their turn comes and go below; the 112 MiB ones after them do fit, above: the
+ * order the rule misses. Loaded by from_pretrained, unconverted tensors are views of the mmapped safetensors file
+ * (unmapped whole at the end of the move), while the expert weights transformers fuses while loading are fresh
+ * mmaps placed among its loader threads' stacks and arenas. Simulating that would mean simulating glibc and the
+ * loader's thread pool; memplan does not (docs/engine.md).
  */
 
 /** Where segments land: `take` for cudaMalloc, `give` for cudaFree, `reserveAddressSpace` for cuMemAddressReserve. */
