@@ -86,6 +86,17 @@ const parsed = (plan: unknown) => {
   return result.plan;
 };
 
+/** A plan with keys no field holds: a misspelt one, a key of a newer memplan, and two GPUs at once. */
+const UNKNOWN_KEYS_PLAN = {
+  format: 'memplan.plan',
+  version: 1,
+  name: 'Small Llama with keys memplan does not read',
+  comment: 'tried on the A100 first',
+  model: { hf_config: SMALL_LLAMA },
+  training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', warmup_steps: 100, lora: { r: 8, alpha: 16, target_modules: ['q_proj'], use_dora: true } },
+  gpu: { name: 'a100-80gb', memory_limit_bytes: 20_000_000_000 },
+};
+
 describe('a plan file opened and exported again', () => {
   test('gives back every field it had, with the values the engine reads', async () => {
     for (const plan of [QLORA_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
@@ -99,6 +110,41 @@ describe('a plan file opened and exported again', () => {
     await app.page.locator('#tab-model').click();
     expect(await app.page.locator('#num-classes').inputValue()).toBe('10');
     await screenshot(app.page, 'preset-vision-classes-en');
+    expect(app.errors).toEqual([]);
+  });
+
+  test('keeps the keys no field holds, says what is wrong with each, and takes one out when asked', async () => {
+    const { page } = app;
+    await openPlanFile(UNKNOWN_KEYS_PLAN);
+    const exported = await exportPlanFile();
+    expect(keyPaths(exported)).toEqual(expect.arrayContaining(keyPaths(UNKNOWN_KEYS_PLAN)));
+    expect(exported.comment).toBe('tried on the A100 first');
+    expect((exported.gpu as Record<string, unknown>).memory_limit_bytes).toBe(20_000_000_000);
+    // The engine names each of them, with a button that takes it out.
+    const list = page.locator('[data-testid="plan-problems"]');
+    // With a GPU's name and a cap, the engine reads the name (as the editor shows it) and names the cap.
+    for (const path of ['comment', 'training.warmup_steps', 'training.lora.use_dora', 'gpu.memory_limit_bytes']) {
+      await expect.poll(() => list.locator(`li:has([data-remove-key="${path}"])`).textContent().catch(() => ''), { timeout: 30_000 }).toContain(path);
+    }
+    expect(await list.textContent()).toContain('unknown key "warmup_steps"');
+    await screenshot(page, 'plan-unknown-keys-en');
+    // Unsaved edits: removing one is an edit.
+    expect(await page.locator('[data-testid="save-state"]').textContent()).not.toContain('Unsaved');
+    await list.locator('[data-remove-key="training.warmup_steps"]').click();
+    await expect.poll(() => list.locator('[data-remove-key="training.warmup_steps"]').count()).toBe(0);
+    expect(await page.locator('[data-testid="save-state"]').textContent()).toContain('Unsaved');
+    await page.locator('#tab-gpu').click();
+    expect(await page.locator('#gpu').inputValue()).toBe('a100-80gb');
+    for (const path of ['comment', 'training.lora.use_dora', 'gpu.memory_limit_bytes']) await list.locator(`[data-remove-key="${path}"]`).click();
+    // Nothing left that the engine does not read: the plan is simulated, on the GPU it named.
+    await waitForResult(page);
+    const cleaned = await exportPlanFile();
+    expect(cleaned.comment).toBeUndefined();
+    expect((cleaned.training as Record<string, unknown>).warmup_steps).toBeUndefined();
+    expect(cleaned.gpu).toEqual({ name: 'a100-80gb' });
+    const { comment: _comment, ...known } = UNKNOWN_KEYS_PLAN;
+    const { warmup_steps: _warmup, ...training } = known.training;
+    expect(parsed(cleaned)).toEqual(parsed({ ...known, training: { ...training, lora: { r: 8, alpha: 16, target_modules: ['q_proj'] } }, gpu: { name: 'a100-80gb' } }));
     expect(app.errors).toEqual([]);
   });
 

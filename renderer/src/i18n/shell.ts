@@ -196,6 +196,8 @@ const en = {
   engineError: 'The engine cannot simulate this plan',
   field: 'Field',
   gotoField: 'Go to field',
+  removeKey: 'Remove',
+  removeKeyTitle: (path: string) => `Take ${path} out of the plan: no field of memplan holds it`,
 
   // The results column
   cancel: 'Cancel',
@@ -384,6 +386,8 @@ export const shell = defineMessages(en, {
   engineError: '引擎无法模拟这个方案',
   field: '字段',
   gotoField: '转到字段',
+  removeKey: '删除',
+  removeKeyTitle: (path) => `从方案中删除 ${path}：memplan 没有对应的字段`,
 
   cancel: '取消',
   noResultYet: '描述一个模型，查看它的显存。',
