@@ -1,8 +1,9 @@
 /**
  * Whole-process timings of the `memplan` command (issue #15): each command run as a user runs it, in a new Node
  * process, the median of 3 (these 2-core machines are noisy). Prints the issue's table: command, now, target; then
- * the same commands without their advice (`--no-advice`). Also when the answer is printed: `simulate` and
- * `max-batch` print it before they simulate the advice.
+ * the same commands with their advice (`--advice`: by default the commands compute it only for a plan that does
+ * not fit, and these fit). Also when the answer is printed: `simulate` and `max-batch` print it before they simulate
+ * the advice.
  * The command timed is the one `npm run build` makes (dist/cli/memplan.js: what `memplan` runs once installed or
  * linked), built here first from the current source; the last row runs the TypeScript itself, as
  * `npm run memplan` and `node cli/memplan.ts` do, which compiles ~90 modules on start.
@@ -58,12 +59,12 @@ const rows: { label: string; args: string[]; target: string; cli?: string }[] = 
   { label: 'the same `max-batch` on a 2 TiB custom GPU', args: ['max-batch', llama70(2 * TiB)], target: '<= 1.5 s' },
   { label: '405B-shaped Llama `simulate` (8 TiB)', args: ['simulate', llama405(8 * TiB)], target: '<= 0.8 s' },
   { label: '405B-shaped Llama `max-batch` on 8 TiB', args: ['max-batch', llama405(8 * TiB)], target: '<= 3 s' },
-  // Without the advice (each change is a simulation or a search of its own): what a script planning many
-  // configurations waits for.
-  { label: 'GPT-2 XL `simulate --no-advice`', args: ['simulate', xl, '--no-advice'], target: '' },
-  { label: 'GPT-2 XL `max-batch --no-advice` on an 80 GiB cap', args: ['max-batch', xl80, '--no-advice'], target: '' },
-  { label: 'Llama-2-70B-shaped `simulate --no-advice`', args: ['simulate', llama70(2 * TiB), '--no-advice'], target: '' },
-  { label: 'Llama-2-70B-shaped `max-batch --no-advice` on 2 TiB', args: ['max-batch', llama70(2 * TiB), '--no-advice'], target: '' },
+  // With the advice asked for (each change is a simulation or a search of its own): what a plan that does not fit
+  // gets by default.
+  { label: 'GPT-2 XL `simulate --advice`', args: ['simulate', xl, '--advice'], target: '' },
+  { label: 'GPT-2 XL `max-batch --advice` on an 80 GiB cap', args: ['max-batch', xl80, '--advice'], target: '' },
+  { label: 'Llama-2-70B-shaped `simulate --advice`', args: ['simulate', llama70(2 * TiB), '--advice'], target: '' },
+  { label: 'Llama-2-70B-shaped `max-batch --advice` on 2 TiB', args: ['max-batch', llama70(2 * TiB), '--advice'], target: '' },
   // The TypeScript run from source (`npm run memplan`, `node cli/memplan.ts`): the same work, more start-up.
   { label: 'GPT-2 XL `simulate`, from source (`node cli/memplan.ts`)', args: ['simulate', xl], target: '', cli: source },
 ];

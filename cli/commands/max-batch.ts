@@ -1,5 +1,5 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, formatSize, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, formatSize, planVariants, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
@@ -21,15 +21,16 @@ ${planOptionsHelp(true)}
   --safety-margin F        fraction of the cap the recommended batch leaves free (default ${DEFAULT_SAFETY_MARGIN})
   --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
-                           advice under "advice" and what it assumes under "caveats"; with --gpu all, one
+                           advice, when computed, under "advice" and what it assumes under "caveats"; with --gpu all, one
                            object with a result for every GPU, largest batch first
   --threads N              worker threads for a long search and for --gpu all (default: one fewer than the
                            cores, at most 4, none below 4 cores; 1: none): they simulate ahead the trials the
                            search will likely need and search the advice's changes side by side; same answers
-  --no-advice              skip the advice (each change is a search of its own: more than half the time of a
-                           max-batch), e.g. in a script that plans many configurations`;
+  --advice, --no-advice    what to change for a larger batch, each change searched on its own (together longer
+                           than the search itself). Default: computed when the plan's own batch does not fit,
+                           not otherwise`;
 
-/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
+/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it when it was computed. */
 export type MaxBatchOutput = MaxBatchResult & { advice?: AdviceResult };
 
 /** The answer: the largest batch, the recommendation and what limits it, printed as soon as the search ends. */
@@ -51,8 +52,9 @@ function answerLines(file: string, r: MaxBatchResult): string[] {
 }
 
 /** The rest, once the advice is searched: what to change, the trials, and what the answer assumes. */
-function restLines(r: MaxBatchResult, advice: AdviceResult | null): string[] {
+function restLines(r: MaxBatchResult, advice: AdviceResult | null, changes: number): string[] {
   return [
+    ...(!advice && changes > 0 ? [`To fit a larger batch: --advice searches each change memplan knows for this plan (${changes})`] : []),
     ...(advice?.advice.length
       ? [
           'To fit a larger effective batch (each change simulated and searched on its own; effective batch = micro-batch x accumulation steps):',
@@ -74,7 +76,7 @@ async function run(args: string[]): Promise<void> {
     'safety-margin': { type: 'string' },
     'multiple-of': { type: 'string' },
     json: { type: 'boolean', default: false },
-    advice: { type: 'boolean', default: true },
+    advice: { type: 'boolean' },
     threads: { type: 'string' },
   });
   if (positionals.length !== 1) throw new InputError('memplan max-batch', 'expected exactly one plan file');
@@ -100,10 +102,12 @@ async function run(args: string[]): Promise<void> {
     r = await workers.maxBatch(plan, { device, safetyMargin, multipleOf, catalog: gpuCatalog().gpus.map((g) => ({ ...g, conv_workspaces: device.conv_workspaces })) }).catch((error: unknown) => {
       throw namedForPlanFile(error, file, values, choice.gpu);
     });
-    // The answer first; the advice (a search per change) follows when it is ready.
+    // The answer first; the advice (a search per change) follows when it is ready. By default only when the
+    // plan's own batch does not fit: it costs more than the search did (issue #15, README "Speed"), and "what to
+    // change" is that plan's question.
     answer = answerLines(file, r);
     if (!values.json) process.stdout.write(joinLines(answer, undefined));
-    if (values.advice) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
+    if (values.advice ?? r.max_batch < plan.training.batch_size) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();
   }
@@ -112,7 +116,8 @@ async function run(args: string[]): Promise<void> {
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(joinLines(restLines(r, advice), answer.at(-1)));
+  const changes = advice || values.advice === false ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch').variants.length;
+  process.stdout.write(joinLines(restLines(r, advice, changes), answer.at(-1)));
 }
 
 export const maxBatchCommand = {

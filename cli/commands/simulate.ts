@@ -1,5 +1,5 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError, advise, formatSize, simulate, stringifyResult, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
+import { InputError, advise, formatSize, simulate, stringifyResult, variants, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -15,12 +15,13 @@ The flags below override the plan's fields for this run (the file is not changed
 Options:
 ${planOptionsHelp(false)}
   --json                   print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary
-                           included) with the advice under "advice" and what it assumes under "caveats"
-  --no-advice              skip the advice (each change is a simulation of its own: about half the time of a
-                           simulate), e.g. in a script that plans many configurations
+                           included) with the advice, when computed, under "advice" and what it assumes under
+                           "caveats"
+  --advice, --no-advice    what to change, each change simulated on its own (together about as long as the
+                           simulate itself). Default: computed when the plan runs out of memory, not otherwise
   --summary                also print torch.cuda.memory_summary() as it would read at the end`;
 
-/** What `simulate --json` prints: the result (its caveats included), with the advice beside it (none with --no-advice). */
+/** What `simulate --json` prints: the result (its caveats included), with the advice beside it when it was computed. */
 export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
 
 /** Where in the run: a step and its phase, or the loading of the model before any step (step 0). */
@@ -58,11 +59,13 @@ function answerLines(file: string, r: SimulateResult): string[] {
   ];
 }
 
-/** The rest, once the advice is simulated: what to change, and what the answer assumes. */
-function restLines(r: SimulateResult, advice: AdviceResult | null): string[] {
+/** The rest, once the advice is simulated: what to change (or how to ask), and what the answer assumes. */
+function restLines(r: SimulateResult, advice: AdviceResult | null, changes: number): string[] {
   return [
     ...(!advice
-      ? []
+      ? changes > 0
+        ? [`What to change: --advice simulates each change memplan knows for this plan (${changes})`]
+        : []
       : advice.advice.length
         ? [
             'What changes would save (peak reserved, each simulated on its own):',
@@ -82,7 +85,7 @@ async function run(args: string[]): Promise<void> {
     ...PLAN_OPTIONS,
     json: { type: 'boolean', default: false },
     summary: { type: 'boolean', default: false },
-    advice: { type: 'boolean', default: true },
+    advice: { type: 'boolean' },
   });
   if (positionals.length !== 1) throw new InputError('memplan simulate', 'expected exactly one plan file');
   const file = positionals[0]!;
@@ -95,16 +98,18 @@ async function run(args: string[]): Promise<void> {
   } catch (error) {
     throw namedForPlanFile(error, file, values, choice.gpu);
   }
-  // The answer first; the advice (a simulation per change) follows when it is ready.
+  // The answer first; the advice (a simulation per change) follows when it is ready. By default only for a plan
+  // that runs out of memory: it costs about what the answer did (issue #15, README "Speed"), and "what to change"
+  // is that plan's question.
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
-  const advice = values.advice ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
+  const advice = (values.advice ?? !r.fits) ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
   if (values.json) {
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(joinLines(restLines(r, advice), answer.at(-1)));
+  process.stdout.write(joinLines(restLines(r, advice, advice || values.advice === false ? 0 : variants(plan).length), answer.at(-1)));
   if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 

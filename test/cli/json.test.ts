@@ -30,7 +30,7 @@ const json = (...args: string[]) => {
 
 describe('--json prints the result schema', () => {
   it('simulate: a simulate result (timeline columns as plain arrays, snake_case steps) with its advice', () => {
-    const out = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
+    const out = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--advice');
     const result = simulateResultSchema.parse(out);
     expect(result.timeline.allocated_max).toBeInstanceOf(Float64Array);
     expect(Math.max(...result.timeline.allocated_max)).toBe(result.peak_allocated_bytes);
@@ -45,7 +45,7 @@ describe('--json prints the result schema', () => {
   });
 
   it('max-batch: a max-batch result with its advice', () => {
-    const out = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit-bytes', String(2 ** 31), '--json');
+    const out = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit-bytes', String(2 ** 31), '--json', '--advice');
     const result = maxBatchResultSchema.parse(out);
     expect(result.trials.map((t) => t.index)).toEqual(result.trials.map((_, i) => i + 1));
     adviceResultSchema.parse(out.advice);
@@ -64,7 +64,7 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
       ['examples/mlp-fp16.plan.json', ['--memory-limit-bytes', '8589934592']],
       ['examples/resnet50-amp.plan.json', []],
     ] as const) {
-      const out = json('max-batch', file, ...extra, '--json');
+      const out = json('max-batch', file, ...extra, '--json', '--advice');
       const result = maxBatchResultSchema.parse(out);
       const advice = adviceResultSchema.parse(out.advice);
       const accumulation = advice.advice.find((a) => a.id === 'accumulation');
@@ -73,16 +73,17 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
       expect(accumulation.micro_batch).toBeLessThanOrEqual(result.max_batch);
       expect(accumulation.effective_batch).toBe(accumulation.micro_batch * accumulation.steps);
       expect(accumulation.effective_batch).toBeGreaterThan(result.effective_batch);
-      const text = memplan('max-batch', file, ...extra).stdout;
+      const text = memplan('max-batch', file, ...extra, '--advice').stdout;
+      expect(text).toContain('To fit a larger effective batch');
       expect(text).not.toContain('the same effective batch');
     }
   });
 
   it('simulate lists no change that saves nothing or costs memory, and no heading over an empty list', () => {
-    const text = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json').stdout;
+    const text = memplan('simulate', 'examples/llama-3-8b-bf16.plan.json', '--advice').stdout;
     expect(text).not.toMatch(/^\s+\+/m); // "+358.00 MiB micro-batch 1 ..."
     expect(text).not.toMatch(/^\s+-?0 bytes/m);
-    const out = json('simulate', 'examples/llama-3-8b-bf16.plan.json', '--json');
+    const out = json('simulate', 'examples/llama-3-8b-bf16.plan.json', '--json', '--advice');
     for (const a of adviceResultSchema.parse(out.advice).advice) expect(a.saved_bytes).toBeGreaterThan(0);
     if (adviceResultSchema.parse(out.advice).advice.length === 0) expect(text).not.toContain('What changes would save');
   });
@@ -116,27 +117,45 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
   });
 });
 
-describe('--no-advice', () => {
-  it('simulate: the same result without the advice (JSON and text)', () => {
-    const withAdvice = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
-    const without = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--no-advice');
-    expect(without).not.toHaveProperty('advice');
-    const { advice, ...rest } = withAdvice;
-    expect(advice).toBeDefined();
-    expect(without).toEqual(rest);
-    const text = memplan('simulate', 'examples/mlp-fp16.plan.json', '--no-advice');
+describe('advice: by default only for a plan that does not fit (issue #15)', () => {
+  it('simulate: a plan that fits gets the same result without it, and the flag that asks for it', () => {
+    const byDefault = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
+    expect(byDefault).not.toHaveProperty('advice');
+    expect(json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--no-advice')).toEqual(byDefault);
+    const { advice, ...rest } = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--advice');
+    expect(adviceResultSchema.parse(advice).advice.length).toBeGreaterThan(0);
+    expect(rest).toEqual(byDefault);
+    const text = memplan('simulate', 'examples/mlp-fp16.plan.json');
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('max_memory_reserved()');
+    expect(text.stdout).toMatch(/^What to change: --advice simulates each change memplan knows for this plan \(\d+\)$/m);
     expect(text.stdout).not.toMatch(/What changes would save|Not advised|No change memplan knows/);
+    expect(memplan('simulate', 'examples/mlp-fp16.plan.json', '--no-advice').stdout).not.toMatch(/What to change|What changes would save|Not advised/);
   });
 
-  it('max-batch: the same search without the advice', () => {
-    const withAdvice = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json');
-    const without = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--no-advice');
-    const { advice, ...rest } = withAdvice;
+  it('simulate: a plan that runs out of memory gets it unasked', () => {
+    const path = planFile('gpt2-xl-16.plan.json', { format: 'memplan.plan', version: 1, model: { preset: 'gpt2-xl' }, training: { batch_size: 16, seq_len: 1024, precision: 'amp_bf16' }, gpu: { name: 'h100-sxm' } });
+    const out = json('simulate', path, '--json');
+    expect(out.fits).toBe(false);
+    expect(adviceResultSchema.parse(out.advice).advice.some((a) => a.id === 'checkpointing')).toBe(true);
+    expect(memplan('simulate', path).stdout).toContain('What changes would save');
+    expect(json('simulate', path, '--json', '--no-advice')).not.toHaveProperty('advice');
+  });
+
+  it('max-batch: a plan whose batch fits gets the same search without it; one whose batch does not, with it', () => {
+    const byDefault = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json');
+    expect(byDefault).not.toHaveProperty('advice');
+    expect(maxBatchResultSchema.parse(byDefault).max_batch).toBeGreaterThanOrEqual(JSON.parse(readFileSync(join(root, 'examples/mlp-fp16.plan.json'), 'utf8')).training.batch_size);
+    const { advice, ...rest } = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--advice');
     expect(advice).toBeDefined();
-    expect(without).toEqual(rest);
-    expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger effective batch|Not advised/);
+    expect(rest).toEqual(byDefault);
+    const text = memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB').stdout;
+    expect(text).toMatch(/^To fit a larger batch: --advice searches each change memplan knows for this plan \(\d+\)$/m);
+    expect(text).not.toMatch(/To fit a larger effective batch|Not advised/);
+    expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger|Not advised/);
+    // The plan asks for more than fits: what to change is its question.
+    const tooLarge = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--batch-size', String(maxBatchResultSchema.parse(byDefault).max_batch + 1), '--json');
+    expect(adviceResultSchema.parse(tooLarge.advice).goal).toBe('batch');
   });
 });
 
