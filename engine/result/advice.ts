@@ -10,6 +10,11 @@ import { bytes, count, positiveCount, schemaVersion, signedBytes } from './commo
 export const ADVICE_PARAMS = {
   /** Train with autocast bf16 (precision "amp_bf16"). */
   amp_bf16: {},
+  /**
+   * An autocast bf16 plan's weights in bf16 (precision "bf16": the model loaded with dtype=torch.bfloat16, trained
+   * without autocast): no fp32 weights, gradients or optimizer state. A numerics change, not a memory setting.
+   */
+  bf16_weights: {},
   /** Turn on non-reentrant activation checkpointing. */
   checkpointing: {},
   /** The optimizer's fused implementation (`fused=True`). */
@@ -50,6 +55,7 @@ const advice = <Id extends AdviceId>(id: Id) => z.object({ id: z.literal(id), ..
 
 export const adviceItemSchema = z.discriminatedUnion('id', [
   advice('amp_bf16'),
+  advice('bf16_weights'),
   advice('checkpointing'),
   advice('fused_optimizer'),
   advice('accumulation'),
@@ -78,6 +84,8 @@ export const NOT_APPLICABLE_REASONS = [
   'plan_fits',
   /** LoRA: PEFT has no default target modules for this model (LoRA is advised with PEFT's defaults only). */
   'no_default_targets',
+  /** bf16 weights: advised for plans that train with autocast bf16 only (fp32 plans: autocast bf16 first). */
+  'needs_amp_bf16',
 ] as const;
 
 export const notApplicableSchema = z.object({

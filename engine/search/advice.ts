@@ -41,6 +41,11 @@ export function planVariants(plan: Plan, microBatch = plan.training.batch_size, 
   if (t.precision === 'fp32') variants.push({ id: 'amp_bf16', params: {}, plan: withTraining(plan, { precision: 'amp_bf16' }) });
   else skip('amp_bf16', 'already_set');
 
+  // Autocast keeps fp32 weights, gradients and optimizer state; many fine-tunes load the model in bf16 and train it
+  // so. A step past autocast (an fp32 plan is advised autocast first), and not from fp16 AMP (another format).
+  if (t.precision === 'amp_bf16') variants.push({ id: 'bf16_weights', params: {}, plan: withTraining(plan, { precision: 'bf16' }) });
+  else skip('bf16_weights', t.precision === 'bf16' || t.precision === 'fp16' ? 'already_set' : 'needs_amp_bf16');
+
   if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
   else skip('checkpointing', 'already_set');
 

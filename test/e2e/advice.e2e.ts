@@ -2,7 +2,8 @@
 // Code inside page.evaluate runs in the page: the DOM types describe it.
 /**
  * The advice under a result ends with what is not advised and why (the engine's `not_applicable`): for GPT-2 in
- * AMP bf16, autocast bf16 because the plan already trains in reduced precision, and LoRA because it is advised for
+ * AMP bf16 (advised: bf16 weights, among others), autocast bf16 because the plan already trains in reduced
+ * precision, and LoRA because it is advised for
  * the model types PEFT has defaults for, GPT-2 not among them; after a search, the advice for a larger batch too.
  * In English and in Chinese.
  */
@@ -33,6 +34,9 @@ describe('what is not advised', () => {
     expect(await item('amp_bf16').getAttribute('data-reason')).toBe('already_set');
     expect(await item('amp_bf16').textContent()).toContain('the plan already trains in reduced precision');
     expect(await item('sdpa').getAttribute('data-reason')).toBe('already_set');
+    // bf16 weights save GPT-2's fp32 weights, gradients and AdamW state: advised, in words
+    await expect.poll(() => page.locator('[data-testid="advice-bf16_weights"]').textContent().catch(() => ''), { timeout: 60_000 }).toContain('Load the weights in bf16 and train without autocast');
+    expect(await page.locator('[data-testid="advice-bf16_weights"]').textContent()).toContain('from_pretrained(..., dtype=torch.bfloat16)');
     expect(await item('lora').getAttribute('data-reason')).toBe('no_default_targets');
     expect((await item('lora').textContent())?.trim()).toMatch(/advised only for the models PEFT has default target modules for: llama, .*gemma3_text$/);
     // Advised changes are not listed again as not advised.
@@ -70,6 +74,8 @@ describe('what is not advised', () => {
     await page.locator('#batch-size').fill('1');
     await page.locator('#checkpointing button', { hasText: '非重入' }).click();
     await page.locator('#optimizer-impl').selectOption('fused');
+    // bf16 weights too: memplan advises them for an autocast bf16 plan
+    await page.locator('input[name="precision"][value="bf16"]').check();
     await page.locator('#tab-gpu').click();
     await page.locator('label.check input[type="checkbox"]').check();
     await waitForResult(page);
@@ -77,6 +83,8 @@ describe('what is not advised', () => {
     expect(await page.locator('[data-testid="advice"] ol > li').count()).toBe(0);
     expect(await item('accumulation').getAttribute('data-reason')).toBe('batch_of_one');
     expect(await item('checkpointing').getAttribute('data-reason')).toBe('already_set');
+    expect(await item('bf16_weights').getAttribute('data-reason')).toBe('already_set');
+    expect(await item('bf16_weights').textContent()).toContain('方案的权重已经是半精度');
     await list.scrollIntoViewIfNeeded();
     await screenshot(page, 'advice-none-zh-CN');
     expect(app.errors).toEqual([]);

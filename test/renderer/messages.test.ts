@@ -36,6 +36,7 @@ describe('result messages', () => {
 
 const sample: Record<(typeof ADVICE_IDS)[number], Omit<AdviceItem, 'peak_allocated_bytes' | 'peak_reserved_bytes' | 'saved_bytes' | 'fits'>> = {
   amp_bf16: { id: 'amp_bf16' },
+  bf16_weights: { id: 'bf16_weights' },
   checkpointing: { id: 'checkpointing' },
   fused_optimizer: { id: 'fused_optimizer', optimizer: 'adamw' },
   accumulation: { id: 'accumulation', micro_batch: 4, steps: 2, effective_batch: 8, plan_effective_batch: 8 },
@@ -112,9 +113,10 @@ describe('why a change is not advised', () => {
       expect(new Set(NOT_APPLICABLE_REASONS.map((r) => notAdvisedWords(m, full('checkpointing', r), locale).reason)).size).toBe(NOT_APPLICABLE_REASONS.length);
     });
     it(`says what each reason means for its change (${locale})`, () => {
-      // autocast bf16 is "already set" by any reduced precision, LoRA by adapters or frozen parameters
+      // autocast bf16 is "already set" by any reduced precision, bf16 weights by half-precision weights, LoRA by
+      // adapters or frozen parameters
       const already = ADVICE_IDS.map((id) => notAdvisedWords(m, full(id, 'already_set'), locale).reason);
-      expect(new Set(already).size).toBe(3);
+      expect(new Set(already).size).toBe(4);
       expect(notAdvisedWords(m, full('amp_bf16', 'uses_more_memory'), locale).reason).toContain(formatBytes(64 * 1024 ** 2, locale));
       // the model types LoRA is advised for are the engine's, whatever its English message says
       const lora = notAdvisedWords(m, { id: 'lora', reason_id: 'no_default_targets', message: 'LoRA advice needs …; not gpt2' }, locale).reason;

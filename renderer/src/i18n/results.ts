@@ -113,6 +113,8 @@ const en = {
   rCostLabel: 'Cost',
   rAdviceAmpBf16: 'Train with autocast bf16 (mixed precision)',
   rAdviceAmpBf16Cost: 'Needs a GPU with bf16 (Ampere or newer); numerics change slightly; fp32 weights are kept.',
+  rAdviceBf16Weights: 'Load the weights in bf16 and train without autocast',
+  rAdviceBf16WeightsCost: 'No fp32 copy of the weights: updates smaller than bf16 resolves are rounded away, which can slow or stall training; the optimizer state is bf16 too.',
   rAdviceCheckpointing: 'Turn on activation checkpointing (non-reentrant)',
   rAdviceCheckpointingCost: 'Recomputes each checkpointed block during backward: about a third more compute per step.',
   rAdviceFusedOptimizer: (optimizer: string) => `Use the fused ${optimizer} (fused=True)`,
@@ -136,6 +138,7 @@ const en = {
   rChangeName: (id: AdviceId) =>
     ({
       amp_bf16: 'Autocast bf16',
+      bf16_weights: 'bf16 weights',
       checkpointing: 'Activation checkpointing',
       fused_optimizer: 'Fused optimizer',
       accumulation: 'Gradient accumulation',
@@ -145,6 +148,8 @@ const en = {
     })[id],
   rWhyAlreadySet: 'the plan already uses it',
   rWhyAlreadyReducedPrecision: 'the plan already trains in reduced precision',
+  rWhyAlreadyHalfWeights: 'the plan already keeps its weights in half precision',
+  rWhyNeedsAmpBf16: 'advised only for plans that train with autocast bf16 (precision amp_bf16)',
   rWhyAlreadyPartial: 'the plan already trains part of the model (LoRA or frozen parameters)',
   rWhyNoOptimizerState: 'plain SGD keeps no optimizer state',
   rWhyBatchOfOne: 'the micro-batch is 1 and cannot be split',
@@ -336,6 +341,8 @@ const zh = {
   rCostLabel: '代价',
   rAdviceAmpBf16: '使用 autocast bf16 混合精度训练',
   rAdviceAmpBf16Cost: '需要支持 bf16 的 GPU（Ampere 及更新）；数值略有变化；仍保留 fp32 权重。',
+  rAdviceBf16Weights: '以 bf16 加载权重，不用 autocast 直接训练',
+  rAdviceBf16WeightsCost: '不再保留 fp32 权重副本：小于 bf16 精度的更新会被舍入掉，可能让训练变慢或停滞；优化器状态也是 bf16。',
   rAdviceCheckpointing: '开启梯度检查点（激活检查点，非重入）',
   rAdviceCheckpointingCost: '反向传播时重算每个检查点块，每步计算量约多三分之一：用时间换空间。',
   rAdviceFusedOptimizer: (optimizer: string) => `使用 fused 版 ${optimizer}（fused=True）`,
@@ -358,6 +365,7 @@ const zh = {
   rChangeName: (id: AdviceId) =>
     ({
       amp_bf16: 'autocast bf16 混合精度',
+      bf16_weights: 'bf16 权重',
       checkpointing: '梯度检查点',
       fused_optimizer: 'fused 优化器',
       accumulation: '梯度累积',
@@ -367,6 +375,8 @@ const zh = {
     })[id],
   rWhyAlreadySet: '方案已经在用',
   rWhyAlreadyReducedPrecision: '方案已经用低精度训练',
+  rWhyAlreadyHalfWeights: '方案的权重已经是半精度',
+  rWhyNeedsAmpBf16: '只为使用 autocast bf16 混合精度（precision 为 amp_bf16）训练的方案建议',
   rWhyAlreadyPartial: '方案已经只训练模型的一部分（LoRA 或冻结的参数）',
   rWhyNoOptimizerState: '普通 SGD 没有优化器状态',
   rWhyBatchOfOne: '微批量已经是 1，无法再拆分',

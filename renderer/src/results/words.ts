@@ -64,6 +64,8 @@ export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
   switch (a.id) {
     case 'amp_bf16':
       return { title: m.rAdviceAmpBf16, detail: null, code: 'torch.autocast("cuda", dtype=torch.bfloat16)', cost: m.rAdviceAmpBf16Cost };
+    case 'bf16_weights':
+      return { title: m.rAdviceBf16Weights, detail: null, code: 'from_pretrained(..., dtype=torch.bfloat16)', cost: m.rAdviceBf16WeightsCost };
     case 'checkpointing':
       return { title: m.rAdviceCheckpointing, detail: null, code: 'torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)', cost: m.rAdviceCheckpointingCost };
     case 'fused_optimizer':
@@ -97,7 +99,7 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
   const reason = (): string => {
     switch (n.reason_id) {
       case 'already_set':
-        return n.id === 'amp_bf16' ? m.rWhyAlreadyReducedPrecision : n.id === 'lora' ? m.rWhyAlreadyPartial : m.rWhyAlreadySet;
+        return n.id === 'amp_bf16' ? m.rWhyAlreadyReducedPrecision : n.id === 'bf16_weights' ? m.rWhyAlreadyHalfWeights : n.id === 'lora' ? m.rWhyAlreadyPartial : m.rWhyAlreadySet;
       case 'no_optimizer_state':
         return m.rWhyNoOptimizerState;
       case 'batch_of_one':
@@ -114,6 +116,8 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
         return m.rWhyNotSimulated(n.message ? localizeIssue(n.message, catalogues[locale], locale) : '');
       case 'no_default_targets':
         return m.rWhyLoraModels(LORA_MODEL_TYPES);
+      case 'needs_amp_bf16':
+        return m.rWhyNeedsAmpBf16;
     }
   };
   return { change: m.rChangeName(n.id), reason: reason() };

@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, simulate, variants } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -136,5 +136,30 @@ describe('LoRA advice (issue 14, Note [LoRA advice])', () => {
     const p = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'phi-3-mini-4k' }, training: { batch_size: 4, seq_len: 1024, precision: 'bf16', optimizer: 'adamw' }, gpu: { name: 'rtx-4090' } });
     const lora = advise(p, { device: planGpu(p) }).advice.find((a) => a.id === 'lora');
     expect(lora).toMatchObject({ target_modules: ['qkv_proj'] });
+  });
+});
+
+describe('bf16 weights advice', () => {
+  const gpt2 = (precision: 'fp32' | 'amp_bf16' | 'amp_fp16' | 'bf16') =>
+    parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2' }, training: { batch_size: 8, seq_len: 512, precision, optimizer: 'adamw' }, gpu: { name: 'h100-sxm' } });
+
+  it('for an autocast bf16 plan: the plan in bf16, simulated, saving the fp32 weights, gradients and AdamW state', () => {
+    const amp = gpt2('amp_bf16');
+    const result = advise(amp, { device });
+    const item = result.advice.find((a) => a.id === 'bf16_weights');
+    expect(item).toBeDefined();
+    const bf16 = simulate(gpt2('bf16'), { device });
+    expect(item!.peak_reserved_bytes).toBe(bf16.peak_reserved_bytes);
+    expect(item!.saved_bytes).toBe(simulate(amp, { device }).peak_reserved_bytes - bf16.peak_reserved_bytes);
+    // GPT-2's 124M parameters: 4 bytes each of weights, gradients and two AdamW moments become 2
+    expect(item!.saved_bytes).toBeGreaterThan(124e6 * 4 * 2);
+  });
+
+  it('not for an fp32 plan (autocast first), nor fp16 AMP, nor a plan whose weights are half precision already', () => {
+    const reason = (p: Parameters<typeof gpt2>[0]) => planVariants(gpt2(p)).not_applicable.find((n) => n.id === 'bf16_weights')?.reason_id;
+    expect(reason('fp32')).toBe('needs_amp_bf16');
+    expect(reason('amp_fp16')).toBe('needs_amp_bf16');
+    expect(reason('bf16')).toBe('already_set');
+    expect(planVariants(gpt2('fp32')).variants.map((v) => v.id)).toContain('amp_bf16');
   });
 });
