@@ -148,6 +148,30 @@ describe('a plan file opened and exported again', () => {
     expect(app.errors).toEqual([]);
   });
 
+  test('a second model form is kept with a Remove button, and picking that form shows the file’s values', async () => {
+    const { page } = app;
+    const layers = [
+      { type: 'linear', in_features: 64, out_features: 256 },
+      { type: 'gelu' },
+      { type: 'linear', in_features: 256, out_features: 10 },
+    ];
+    const plan = { format: 'memplan.plan', version: 1, name: 'Preset and a layer list at once', model: { preset: 'gpt2', layers, input_features: 64 }, training: { batch_size: 32 }, gpu: { name: 'h100-sxm' } };
+    await openPlanFile(plan);
+    const list = page.locator('[data-testid="plan-problems"]');
+    for (const path of ['model.layers', 'model.input_features']) await expect.poll(() => list.locator(`[data-remove-key="${path}"]`).count(), { timeout: 30_000 }).toBe(1);
+    expect(await exportPlanFile()).toMatchObject({ model: plan.model });
+    // The layer list the file gave, not the editor's example, once the user picks that form.
+    await page.locator('#tab-model').click();
+    await page.locator('button[data-mode="layers"]').click();
+    await expect.poll(() => page.locator('li.row[data-path^="model.layers"]').count()).toBe(layers.length);
+    expect(await page.locator('#input-features').inputValue()).toBe('64');
+    // The form picked holds what was kept: nothing left to remove, and the plan is simulated.
+    await waitForResult(page);
+    expect(await page.locator('[data-remove-key]').evaluateAll((els) => els.map((e) => e.getAttribute('data-remove-key')))).toEqual([]);
+    expect((await exportPlanFile()).model).toEqual({ layers, input_features: 64 });
+    expect(app.errors).toEqual([]);
+  });
+
   test('a QLoRA base is shown in the LoRA section with the engine’s refusal beside it; the skipped steps in their field', async () => {
     const { page } = app;
     await openPlanFile(QLORA_PLAN);

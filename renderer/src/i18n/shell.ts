@@ -61,6 +61,7 @@ const en = {
   toastFailed: (what: string) => `Could not ${what}`,
   toastExported: (name: string) => `Exported “${name}”`,
   fileNotJson: (name: string, detail: string) => `${name} is not a plan file (not valid JSON: ${detail})`,
+  fileNotPlanObject: (name: string) => `${name} is not a plan file (its JSON is not an object: docs/plan-format.md)`,
   discardChanges: 'The plan you are editing has unsaved changes. Open another one and discard them?',
   notes: 'Notes',
   notesPlaceholder: 'What this plan is for, what you measured…',
@@ -197,7 +198,9 @@ const en = {
   field: 'Field',
   gotoField: 'Go to field',
   removeKey: 'Remove',
-  removeKeyTitle: (path: string) => `Take ${path} out of the plan: no field of memplan holds it`,
+  removeKeyTitle: (path: string) => `Take ${path} out of the plan: the plan file has it, the editor does not show it`,
+  keptKeys: (n: number) => (n === 1 ? '1 key the editor does not show' : `${n} keys the editor does not show`),
+  keptKeyHint: 'kept as the plan file has it; the editor does not show it',
 
   // The results column
   cancel: 'Cancel',
@@ -256,6 +259,7 @@ export const shell = defineMessages(en, {
   toastFailed: (what) => `无法${what}`,
   toastExported: (name) => `已导出“${name}”`,
   fileNotJson: (name, detail) => `${name} 不是方案文件（不是有效的 JSON：${detail}）`,
+  fileNotPlanObject: (name) => `${name} 不是方案文件（它的 JSON 不是对象：见 docs/plan-format.md）`,
   discardChanges: '当前方案有未保存的修改。要打开另一个方案并放弃这些修改吗？',
   notes: '备注',
   notesPlaceholder: '这个方案的用途、实测结果……',
@@ -387,7 +391,9 @@ export const shell = defineMessages(en, {
   field: '字段',
   gotoField: '转到字段',
   removeKey: '删除',
-  removeKeyTitle: (path) => `从方案中删除 ${path}：memplan 没有对应的字段`,
+  removeKeyTitle: (path) => `从方案中删除 ${path}：方案文件中有它，编辑器中没有显示`,
+  keptKeys: (n) => `编辑器中没有显示的 ${n} 个键`,
+  keptKeyHint: '按方案文件原样保留；编辑器中没有显示',
 
   cancel: '取消',
   noResultYet: '描述一个模型，查看它的显存。',

@@ -3,6 +3,7 @@
  * new, rename, duplicate, delete (with Undo), simulate now, search the largest batch.
  */
 import { PRESETS } from '../../../engine/index.ts';
+import { isObject } from './kept-keys.ts';
 import catalog from '../../../resources/gpus.json';
 import { api, type SavedPlanSummary } from '../lib/api.ts';
 import { editor, engine, library, settings, toasts } from './app.svelte.ts';
@@ -173,8 +174,11 @@ export async function openPlanFile(): Promise<void> {
       toasts.show(settings.m.fileNotJson(file.name, (error as Error).message), { tone: 'error', ms: 8000 });
       return;
     }
-    if (typeof value !== 'object' || value === null) return;
-    editor.load(value as Record<string, unknown>, { id: null, name: (value as { name?: string }).name || file.name.replace(/\.json$/i, '') });
+    if (!isObject(value)) {
+      toasts.show(settings.m.fileNotPlanObject(file.name), { tone: 'error', ms: 8000 });
+      return;
+    }
+    editor.load(value, { id: null, name: (typeof value.name === 'string' && value.name) || file.name.replace(/\.json$/i, '') });
     engine.resetSearch();
     editor.markSaved(null);
   } catch (error) {

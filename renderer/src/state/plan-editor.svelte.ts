@@ -4,36 +4,13 @@
  * (docs/plan-format.md) those fields make, sent to the engine as it is; the engine's issues come back by path.
  * Opening a plan and saving it gives back every field it had: an optional key the opened plan wrote (a sequence
  * length on an image model, `grad_scaler_skipped_steps: 0`) is written back even where the form does not show it,
- * and so is a key no field holds (a misspelt one, one of a newer memplan): the engine names it, and the results
- * column offers to take it out (`unknownKeys`, `removeUnknown`).
+ * and so is what no field holds (a misspelt key, a second model form: kept-keys.ts): the engine names it, and the
+ * results column offers to take it out (`keptKeys`, `removeKept`).
  */
-import type { LayerSpec, Plan, TrainingSpec } from '../../../engine/index.ts';
+import type { LayerSpec, TrainingSpec } from '../../../engine/index.ts';
+import { formKeys, isObject, keptKeys, keptOf, withKept, withoutKept, type FieldObjects, type Kept, type KeptKey } from './kept-keys.ts';
 
 export type ModelMode = 'preset' | 'hf_config' | 'torchvision' | 'layers';
-
-/** Every key of T in a list, checked both ways: a key the schema gains and this list lacks is a type error. */
-const keysOf =
-  <T>() =>
-  <const K extends readonly (keyof T & string)[]>(keys: K & ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, K[number]> })): readonly string[] =>
-    keys;
-const PLAN_KEYS = keysOf<Plan>()(['format', 'version', 'name', 'model', 'training', 'allocator', 'gpu']);
-const TRAINING_KEYS = keysOf<TrainingSpec>()(['batch_size', 'seq_len', 'image_size', 'precision', 'optimizer', 'optimizer_impl', 'grad_accumulation_steps', 'activation_checkpointing', 'attention', 'steps', 'grad_scaler_skipped_steps', 'lora', 'freeze']);
-const LORA_KEYS = keysOf<NonNullable<TrainingSpec['lora']>>()(['r', 'alpha', 'dropout', 'target_modules', 'quantization']);
-const ALLOCATOR_KEYS = keysOf<Plan['allocator']>()(['conf']);
-/** The objects of a plan file whose keys the editor reads one by one (a config.json is kept whole, as text). */
-type KeyedObject = '' | 'model' | 'training' | 'training.lora' | 'allocator' | 'gpu';
-/** A key of an opened plan that no field of the editor holds, by where it is: `training.batchsize`. */
-export interface UnknownKey {
-  path: string;
-  key: string;
-}
-
-/** A copy of an object without some keys. */
-function omit(object: Record<string, unknown> | undefined, keys: readonly string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(object ?? {})) if (!keys.includes(key)) out[key] = value;
-  return out;
-}
 
 export type Precision = TrainingSpec['precision'];
 export type Optimizer = TrainingSpec['optimizer'];
@@ -162,12 +139,8 @@ export class PlanEditor {
   #opened = $state.raw<ReadonlySet<string>>(new Set());
   /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
   #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
-  /**
-   * What the opened plan had that no field holds (a misspelt key, a key of a newer memplan, a second model form, a
-   * `version` other than 1), by object: written back as it was, so the engine names it and nothing the user wrote
-   * is lost, until the user removes it (`removeUnknown`).
-   */
-  #unknown = $state.raw<Partial<Record<KeyedObject, Record<string, unknown>>>>({});
+  /** What the opened plan had that no field holds, written back as it was until the user removes it (kept-keys.ts). */
+  #kept = $state.raw<Kept>({});
 
   /** The pasted config.json, parsed (or why it is not JSON). */
   hfParsed: { ok: true; value: unknown } | { ok: false; message: string } = $derived.by(() => {
@@ -224,8 +197,8 @@ export class PlanEditor {
     }
   });
 
-  /** The plan file these fields make (not yet validated: the engine says what is wrong, by path). */
-  plan: Record<string, unknown> = $derived.by(() => {
+  /** What the fields write in each object of the plan file (training.lora: none while LoRA is off). */
+  #fields: FieldObjects = $derived.by(() => {
     const training: Record<string, unknown> = {
       batch_size: this.batchSize,
       precision: this.precision,
@@ -251,42 +224,41 @@ export class PlanEditor {
       };
     }
     if (list(this.freezeText).length) training.freeze = list(this.freezeText);
+    return {
+      model: this.model as Record<string, unknown>,
+      training,
+      'training.lora': training.lora as Record<string, unknown> | undefined,
+      allocator: { conf: this.allocatorConf },
+      gpu: this.gpuMode === 'catalog' ? { name: this.gpuName } : { memory_limit_bytes: this.#capBytes() },
+    };
+  });
+
+  /** The plan file these fields make (not yet validated: the engine says what is wrong, by path). */
+  plan: Record<string, unknown> = $derived.by(() => {
     // The fields' values first, then what the opened plan had that no field holds (never over a field's value).
-    const kept = this.#unknown;
-    const withKept = (where: KeyedObject, fields: object) => ({ ...fields, ...omit(kept[where], Object.keys(fields)) });
-    if (training.lora) training.lora = withKept('training.lora', training.lora as object);
+    const kept = this.#kept;
+    const fields = this.#fields;
+    const training = withKept(kept, 'training', fields.training);
+    if (fields['training.lora']) training.lora = withKept(kept, 'training.lora', fields['training.lora']);
     return {
       format: 'memplan.plan',
       version: 1,
       name: this.name,
-      model: withKept('model', this.model as object),
-      training: withKept('training', training),
-      allocator: withKept('allocator', { conf: this.allocatorConf }),
-      gpu: withKept('gpu', this.gpuMode === 'catalog' ? { name: this.gpuName } : { memory_limit_bytes: this.#capBytes() }),
-      // a format or version other than memplan's: as written (the engine says what it reads)
+      model: withKept(kept, 'model', fields.model),
+      training,
+      allocator: withKept(kept, 'allocator', fields.allocator),
+      gpu: withKept(kept, 'gpu', fields.gpu),
+      // a format or version other than memplan's, a section that is not an object: as written
       ...kept[''],
     };
   });
 
-  /** The keys of the opened plan that no field holds, as they are written back now. */
-  unknownKeys: UnknownKey[] = $derived.by(() => {
-    const plan = this.plan;
-    const out: UnknownKey[] = [];
-    for (const [where, values] of Object.entries(this.#unknown) as [KeyedObject, Record<string, unknown>][]) {
-      const object = where === '' ? plan : where === 'training.lora' ? (plan.training as { lora?: Record<string, unknown> }).lora : (plan[where] as Record<string, unknown>);
-      for (const key of Object.keys(values)) if (object && object[key] === values[key]) out.push({ path: where ? `${where}.${key}` : key, key });
-    }
-    return out;
-  });
+  /** What the opened plan had that no field holds, as it is still written back. */
+  keptKeys: KeptKey[] = $derived(keptKeys(this.#kept, this.#fields));
 
-  /** Takes a key the opened plan had and no field holds out of the plan (`unknownKeys`). */
-  removeUnknown(path: string): void {
-    const dot = path.lastIndexOf('.');
-    const where = (dot < 0 ? '' : path.slice(0, dot)) as KeyedObject;
-    const key = path.slice(dot + 1);
-    const values = this.#unknown[where];
-    if (!values || !(key in values)) return;
-    this.#unknown = { ...this.#unknown, [where]: omit(values, [key]) };
+  /** Takes something the opened plan had that no field holds out of the plan (`keptKeys`). */
+  removeKept(k: KeptKey): void {
+    this.#kept = withoutKept(this.#kept, k);
   }
 
   #capBytes(): number | null {
@@ -311,8 +283,8 @@ export class PlanEditor {
 
   /** Reads a plan file into the fields (an opened saved plan, an opened file). */
   load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
-    const model = (plan.model ?? {}) as Record<string, unknown>;
-    const training = (plan.training ?? {}) as Record<string, unknown>;
+    const model = isObject(plan.model) ? plan.model : {};
+    const training = isObject(plan.training) ? plan.training : {};
     const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; quantization?: unknown } | undefined | null;
     const opened = new Set<string>();
     for (const key of ['seq_len', 'image_size', 'grad_scaler_skipped_steps']) if (key in training) opened.add(`training.${key}`);
@@ -321,26 +293,22 @@ export class PlanEditor {
     this.#opened = opened;
     const num = (v: unknown, fallback: number | null) => (typeof v === 'number' ? v : v === undefined ? fallback : null);
     this.numClasses = num(model.num_classes, DEFAULT_NUM_CLASSES);
-    if (typeof model.preset === 'string') {
-      this.modelMode = 'preset';
-      this.preset = model.preset;
-    } else if (model.hf_config !== undefined) {
-      this.modelMode = 'hf_config';
-      this.hfText = JSON.stringify(model.hf_config, null, 2);
-    } else if (typeof model.torchvision === 'string') {
-      this.modelMode = 'torchvision';
-      this.torchvision = model.torchvision as TorchvisionName;
-    } else if (Array.isArray(model.layers)) {
+    // Every form the file gives fills its fields (a second form beside the shown one is kept, and switching to it
+    // shows the file's values); the form shown is the first of preset, config.json, torchvision, layers.
+    if (typeof model.preset === 'string') this.preset = model.preset;
+    if (model.hf_config !== undefined) this.hfText = JSON.stringify(model.hf_config, null, 2);
+    if (typeof model.torchvision === 'string') this.torchvision = model.torchvision as TorchvisionName;
+    if (Array.isArray(model.layers)) this.layers = (model.layers as LayerSpec[]).map(toDraft);
+    if (Array.isArray(model.input_shape)) this.inputShapeText = (model.input_shape as number[]).join(', ');
+    if ('input_features' in model) this.inputFeatures = num(model.input_features, null);
+    if (typeof model.preset === 'string') this.modelMode = 'preset';
+    else if (model.hf_config !== undefined) this.modelMode = 'hf_config';
+    else if (typeof model.torchvision === 'string') this.modelMode = 'torchvision';
+    else if (Array.isArray(model.layers)) {
       this.modelMode = 'layers';
-      this.layers = (model.layers as LayerSpec[]).map(toDraft);
-      // with both, the engine reads input_features and names input_shape (kept, with a button that takes it out)
-      if (Array.isArray(model.input_shape) && model.input_features === undefined) {
-        this.layerInput = 'shape';
-        this.inputShapeText = (model.input_shape as number[]).join(', ');
-      } else {
-        this.layerInput = 'features';
-        this.inputFeatures = (model.input_features as number | undefined) ?? null;
-      }
+      // with both, the engine reads input_features
+      this.layerInput = Array.isArray(model.input_shape) && model.input_features === undefined ? 'shape' : 'features';
+      if (this.layerInput === 'features' && model.input_features === undefined) this.inputFeatures = null; // reported at its field
     }
     this.batchSize = num(training.batch_size, 8);
     this.seqLen = num(training.seq_len, 512);
@@ -362,32 +330,18 @@ export class PlanEditor {
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
-    const gpu = (plan.gpu ?? {}) as Record<string, unknown>;
-    // with both, the engine reads the name and names memory_limit_bytes (kept, with a button that takes it out)
-    if (typeof gpu.memory_limit_bytes === 'number' && gpu.name === undefined) {
-      this.gpuMode = 'custom';
+    const gpu = isObject(plan.gpu) ? plan.gpu : {};
+    if (typeof gpu.memory_limit_bytes === 'number') {
       this.customGiB = Math.round((gpu.memory_limit_bytes / 1024 ** 3) * 100) / 100;
       this.#openedCap = { gib: this.customGiB, bytes: gpu.memory_limit_bytes };
-    } else {
-      this.gpuMode = 'catalog';
-      this.gpuName = typeof gpu.name === 'string' ? gpu.name : 'h100-sxm';
-      this.#openedCap = null;
-    }
-    this.allocatorConf = ((plan.allocator ?? {}) as { conf?: string }).conf ?? '';
-    const modelKeys =
-      this.modelMode === 'preset' ? ['preset', 'num_classes'] : this.modelMode === 'hf_config' ? ['hf_config'] : this.modelMode === 'torchvision' ? ['torchvision', 'num_classes'] : ['layers', this.layerInput === 'shape' ? 'input_shape' : 'input_features'];
-    const top = omit(plan, PLAN_KEYS);
-    if (plan.format !== undefined && plan.format !== 'memplan.plan') top.format = plan.format;
-    if (plan.version !== undefined && plan.version !== 1) top.version = plan.version;
-    const objectOr = (v: unknown) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
-    this.#unknown = {
-      '': top,
-      model: omit(model, modelKeys),
-      training: omit(training, TRAINING_KEYS),
-      'training.lora': omit(objectOr(lora), LORA_KEYS),
-      allocator: omit(objectOr(plan.allocator), ALLOCATOR_KEYS),
-      gpu: omit(gpu, [this.gpuMode === 'custom' ? 'memory_limit_bytes' : 'name']),
-    };
+    } else this.#openedCap = null;
+    if (typeof gpu.name === 'string') this.gpuName = gpu.name;
+    // with both, the engine reads the name
+    this.gpuMode = typeof gpu.memory_limit_bytes === 'number' && gpu.name === undefined ? 'custom' : 'catalog';
+    if (this.gpuMode === 'catalog' && typeof gpu.name !== 'string') this.gpuName = 'h100-sxm';
+    this.allocatorConf = isObject(plan.allocator) && typeof plan.allocator.conf === 'string' ? plan.allocator.conf : '';
+    const shownModel = this.modelMode === 'layers' ? (this.layerInput === 'shape' ? 'input_shape' : 'input_features') : this.modelMode;
+    this.#kept = keptOf(plan, { model: formKeys('model', shownModel), gpu: formKeys('gpu', this.gpuMode === 'custom' ? 'memory_limit_bytes' : 'name') });
     this.name = meta.name ?? (typeof plan.name === 'string' ? plan.name : '');
     this.notes = meta.notes ?? '';
     this.tags = meta.tags ?? [];
