@@ -27,7 +27,7 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
     case 'amp_bf16':
       return 'train with autocast bf16 (precision "amp_bf16")';
     case 'bf16_weights':
-      return 'load the weights in bf16 and train without autocast (from_pretrained(..., dtype=torch.bfloat16); precision "bf16")';
+      return `${a.lora ? 'load the frozen base' : 'load the weights'} in bf16 and train without autocast (${a.hugging_face ? 'from_pretrained(..., dtype=torch.bfloat16)' : 'model.to(torch.bfloat16)'}; precision "bf16")`;
     case 'checkpointing':
       return 'turn on activation checkpointing (non-reentrant)';
     case 'fused_optimizer':
@@ -45,7 +45,7 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
 
 const COSTS: Record<AdviceItem['id'], string> = {
   amp_bf16: 'needs a GPU with bf16 (Ampere or newer); numerics change slightly, fp32 weights are kept',
-  bf16_weights: 'no fp32 copy of the weights: updates smaller than bf16 resolves are rounded away, which can slow or stall training; the optimizer state is bf16 too',
+  bf16_weights: 'no fp32 copy of the weights: updates too small for bf16 to represent are rounded away, which can slow or stall training; the optimizer state is bf16 too',
   checkpointing: 'recomputes each checkpointed block in backward: about a third more compute per step',
   fused_optimizer: 'none in memory terms; needs parameters on a CUDA device in a floating-point dtype',
   accumulation: 'each optimizer step takes more, smaller forward/backward passes: slower when the GPU was not saturated',
@@ -55,9 +55,10 @@ const COSTS: Record<AdviceItem['id'], string> = {
 };
 
 /** What a change costs, in words (a larger effective batch by accumulation keeps the passes' size: there are more of them). */
-export function adviceCost(id: AdviceItem['id'], goal: 'memory' | 'batch' = 'memory'): string {
-  if (id === 'accumulation' && goal === 'batch') return 'each optimizer step runs more forward/backward passes of the same size: steps take proportionally longer';
-  return COSTS[id];
+export function adviceCost(a: AdviceItem, goal: 'memory' | 'batch' = 'memory'): string {
+  if (a.id === 'accumulation' && goal === 'batch') return 'each optimizer step runs more forward/backward passes of the same size: steps take proportionally longer';
+  if (a.id === 'bf16_weights' && a.lora) return 'the frozen base computes in bf16 without autocast; the adapters, their gradients and optimizer state stay fp32 (PEFT upcasts them)';
+  return COSTS[a.id];
 }
 
 const CHANGE_NAMES: Record<AdviceItem['id'], string> = {
@@ -76,7 +77,7 @@ export function notApplicableText(n: NotApplicable): string {
   const name = CHANGE_NAMES[n.id];
   switch (n.reason_id) {
     case 'already_set':
-      return `${name}: the plan already ${n.id === 'amp_bf16' ? 'trains in reduced precision' : n.id === 'bf16_weights' ? 'keeps its weights in half precision' : n.id === 'lora' ? 'trains part of the model (LoRA or frozen parameters)' : 'uses it'}`;
+      return `${name}: the plan already ${n.id === 'amp_bf16' ? 'trains in reduced precision' : n.id === 'bf16_weights' ? 'keeps its weights in 16 bits (bf16 or fp16)' : n.id === 'lora' ? 'trains part of the model (LoRA or frozen parameters)' : 'uses it'}`;
     case 'no_optimizer_state':
       return `${name}: plain SGD keeps no optimizer state`;
     case 'batch_of_one':
@@ -94,7 +95,7 @@ export function notApplicableText(n: NotApplicable): string {
     case 'no_default_targets':
       return `${name}: advised only for the models PEFT has default target modules for: ${LORA_MODEL_TYPES.join(', ')}`;
     case 'needs_amp_bf16':
-      return `${name}: advised only for plans that train with autocast bf16 (precision "amp_bf16")`;
+      return `${name}: advised only for plans that train with autocast bf16 (precision "amp_bf16"); from fp32, autocast bf16 comes first`;
   }
 }
 

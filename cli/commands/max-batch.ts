@@ -21,14 +21,14 @@ ${planOptionsHelp(true)}
   --safety-margin F        fraction of the cap the recommended batch leaves free (default ${DEFAULT_SAFETY_MARGIN})
   --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
-                           advice, when computed, under "advice" and what it assumes under "caveats"; with --gpu all, one
-                           object with a result for every GPU, largest batch first
+                           advice, when computed, under "advice" and what it assumes under "caveats"; with
+                           --gpu all, one object with a result for every GPU, largest batch first
   --threads N              worker threads for a long search and for --gpu all (default: one fewer than the
                            cores, at most 4, none below 4 cores; 1: none): they simulate ahead the trials the
                            search will likely need and search the advice's changes side by side; same answers
   --advice, --no-advice    what to change for a larger batch, each change searched on its own (together longer
                            than the search itself). Default: computed when the plan's own batch does not fit,
-                           not otherwise`;
+                           not otherwise; never with --gpu all`;
 
 /** What `max-batch --json` prints: the result (its caveats included), with the advice beside it when it was computed. */
 export type MaxBatchOutput = MaxBatchResult & { advice?: AdviceResult };
@@ -54,11 +54,11 @@ function answerLines(file: string, r: MaxBatchResult): string[] {
 /** The rest, once the advice is searched: what to change, the trials, and what the answer assumes. */
 function restLines(r: MaxBatchResult, advice: AdviceResult | null, changes: number): string[] {
   return [
-    ...(!advice && changes > 0 ? [`To fit a larger batch: --advice searches each change memplan knows for this plan (${changes})`] : []),
+    ...(!advice && changes > 0 ? [`To fit a larger batch: run with --advice to search the ${changes} changes memplan knows for this plan`] : []),
     ...(advice?.advice.length
       ? [
           'To fit a larger effective batch (each change simulated and searched on its own; effective batch = micro-batch x accumulation steps):',
-          ...advice.advice.map((a) => `  ${String(a.max_effective_batch ?? 0).padStart(9)}  ${adviceChange(a, 'batch')}: ${adviceCost(a.id, 'batch')}`),
+          ...advice.advice.map((a) => `  ${String(a.max_effective_batch ?? 0).padStart(9)}  ${adviceChange(a, 'batch')}: ${adviceCost(a, 'batch')}`),
         ]
       : []),
     ...(advice?.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),
@@ -68,6 +68,11 @@ function restLines(r: MaxBatchResult, advice: AdviceResult | null, changes: numb
     '',
     ...(r.caveats ? caveatsText(r.caveats) : []),
   ];
+}
+
+/** Whether the plan's own batch fits: its trial's outcome (fit is not monotonic near the limit), else below the answer. */
+function planBatchFits(r: MaxBatchResult, batch: number): boolean {
+  return r.trials.find((t) => t.batch === batch)?.fits ?? batch <= r.max_batch;
 }
 
 async function run(args: string[]): Promise<void> {
@@ -90,6 +95,7 @@ async function run(args: string[]): Promise<void> {
   const threads = parsePositiveInteger('--threads', values.threads as string | undefined);
   const choice = gpuChoice(values);
   if (choice.gpu?.trim().toLowerCase() === 'all') {
+    if (values.advice === true) throw new InputError('--advice', 'not with --gpu all (a search per change and GPU); ask for the advice with one --gpu');
     process.stdout.write(await maxBatchOnEveryGpu(file, values, choice, { safetyMargin, multipleOf, threads, json: values.json === true }));
     return;
   }
@@ -107,7 +113,7 @@ async function run(args: string[]): Promise<void> {
     // change" is that plan's question.
     answer = answerLines(file, r);
     if (!values.json) process.stdout.write(joinLines(answer, undefined));
-    if (values.advice ?? r.max_batch < plan.training.batch_size) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
+    if (values.advice ?? !planBatchFits(r, plan.training.batch_size)) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();
   }

@@ -64,12 +64,12 @@ function restLines(r: SimulateResult, advice: AdviceResult | null, changes: numb
   return [
     ...(!advice
       ? changes > 0
-        ? [`What to change: --advice simulates each change memplan knows for this plan (${changes})`]
+        ? [`What to change: run with --advice to simulate the ${changes} changes memplan knows for this plan`]
         : []
       : advice.advice.length
         ? [
             'What changes would save (peak reserved, each simulated on its own):',
-            ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a.id)}`),
+            ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a)}`),
           ]
         : ['No change memplan knows lowers the peak reserved memory of this plan.']),
     ...(advice?.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),

@@ -11,10 +11,12 @@ export const ADVICE_PARAMS = {
   /** Train with autocast bf16 (precision "amp_bf16"). */
   amp_bf16: {},
   /**
-   * An autocast bf16 plan's weights in bf16 (precision "bf16": the model loaded with dtype=torch.bfloat16, trained
-   * without autocast): no fp32 weights, gradients or optimizer state. A numerics change, not a memory setting.
+   * An autocast bf16 plan's weights in bf16 (precision "bf16": the model loaded with dtype=torch.bfloat16, or cast
+   * with model.to(torch.bfloat16), and trained without autocast): no fp32 weights, gradients or optimizer state. A
+   * numerics change. `lora`: the plan trains LoRA adapters, which PEFT keeps in fp32 (autocast_adapter_dtype): only
+   * the frozen base goes to bf16. `hugging_face`: the model is loaded with from_pretrained.
    */
-  bf16_weights: {},
+  bf16_weights: { lora: z.boolean(), hugging_face: z.boolean() },
   /** Turn on non-reentrant activation checkpointing. */
   checkpointing: {},
   /** The optimizer's fused implementation (`fused=True`). */

@@ -43,7 +43,7 @@ export function planVariants(plan: Plan, microBatch = plan.training.batch_size, 
 
   // Autocast keeps fp32 weights, gradients and optimizer state; many fine-tunes load the model in bf16 and train it
   // so. A step past autocast (an fp32 plan is advised autocast first), and not from fp16 AMP (another format).
-  if (t.precision === 'amp_bf16') variants.push({ id: 'bf16_weights', params: {}, plan: withTraining(plan, { precision: 'bf16' }) });
+  if (t.precision === 'amp_bf16') variants.push({ id: 'bf16_weights', params: { lora: t.lora !== undefined, hugging_face: hfModelType(plan) !== null }, plan: withTraining(plan, { precision: 'bf16' }) });
   else skip('bf16_weights', t.precision === 'bf16' || t.precision === 'fp16' ? 'already_set' : 'needs_amp_bf16');
 
   if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
@@ -156,7 +156,9 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
-  const lora = loraVariant(at, () => (search ? search.max_batch >= plan.training.batch_size : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
+  // (the plan's own trial where the search ran it: near the limit fit is not monotonic)
+  const batch = plan.training.batch_size;
+  const lora = loraVariant(at, () => (search ? (search.trials.find((t) => t.batch === batch)?.fits ?? search.max_batch >= batch) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
   if ('variant' in lora) candidates.push(lora.variant);
   else notApplicable.push(lora.skip);
   return {

@@ -128,7 +128,7 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     const text = memplan('simulate', 'examples/mlp-fp16.plan.json');
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('max_memory_reserved()');
-    expect(text.stdout).toMatch(/^What to change: --advice simulates each change memplan knows for this plan \(\d+\)$/m);
+    expect(text.stdout).toMatch(/^What to change: run with --advice to simulate the \d+ changes memplan knows for this plan$/m);
     expect(text.stdout).not.toMatch(/What changes would save|Not advised|No change memplan knows/);
     expect(memplan('simulate', 'examples/mlp-fp16.plan.json', '--no-advice').stdout).not.toMatch(/What to change|What changes would save|Not advised/);
   });
@@ -150,12 +150,23 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     expect(advice).toBeDefined();
     expect(rest).toEqual(byDefault);
     const text = memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB').stdout;
-    expect(text).toMatch(/^To fit a larger batch: --advice searches each change memplan knows for this plan \(\d+\)$/m);
+    expect(text).toMatch(/^To fit a larger batch: run with --advice to search the \d+ changes memplan knows for this plan$/m);
     expect(text).not.toMatch(/To fit a larger effective batch|Not advised/);
     expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger|Not advised/);
     // The plan asks for more than fits: what to change is its question.
     const tooLarge = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--batch-size', String(maxBatchResultSchema.parse(byDefault).max_batch + 1), '--json');
     expect(adviceResultSchema.parse(tooLarge.advice).goal).toBe('batch');
+    // Below the answer, a batch that runs out where fit is not monotonic (the search tried it): advised too.
+    const search = maxBatchResultSchema.parse(byDefault);
+    const failing = search.trials.find((t) => !t.fits && t.batch < search.max_batch); // 3584 below 4096
+    expect(failing).toBeDefined();
+    expect(json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--batch-size', String(failing!.batch), '--json')).toHaveProperty('advice');
+  });
+
+  it('max-batch --gpu all computes no advice, and says so when asked for it', () => {
+    const r = memplan('max-batch', 'examples/mlp-fp16.plan.json', '--gpu', 'all', '--advice');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--advice: not with --gpu all/);
   });
 });
 

@@ -36,7 +36,7 @@ describe('result messages', () => {
 
 const sample: Record<(typeof ADVICE_IDS)[number], Omit<AdviceItem, 'peak_allocated_bytes' | 'peak_reserved_bytes' | 'saved_bytes' | 'fits'>> = {
   amp_bf16: { id: 'amp_bf16' },
-  bf16_weights: { id: 'bf16_weights' },
+  bf16_weights: { id: 'bf16_weights', lora: false, hugging_face: true },
   checkpointing: { id: 'checkpointing' },
   fused_optimizer: { id: 'fused_optimizer', optimizer: 'adamw' },
   accumulation: { id: 'accumulation', micro_batch: 4, steps: 2, effective_batch: 8, plan_effective_batch: 8 },
@@ -71,6 +71,12 @@ describe('the engine ids, worded', () => {
       expect(acc.title).toContain('2');
       expect(acc.detail).toContain('8');
       expect(adviceWords(m, { ...sample.expandable_segments } as AdviceItem, locale).code).toBe('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True');
+      const bf16 = adviceWords(m, { ...sample.bf16_weights } as AdviceItem, locale);
+      const bf16Base = adviceWords(m, { id: 'bf16_weights', lora: true, hugging_face: false } as AdviceItem, locale);
+      expect(bf16.code).toBe('from_pretrained(..., dtype=torch.bfloat16)');
+      expect(bf16Base.code).toBe('model.to(torch.bfloat16)');
+      expect(bf16Base.title).not.toBe(bf16.title);
+      expect(bf16Base.cost).toContain('fp32');
       const lora = adviceWords(m, { ...sample.lora } as AdviceItem, locale);
       expect(lora.code).toBe('LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"])');
       expect(lora.detail).toContain('q_proj, v_proj');

@@ -65,7 +65,12 @@ export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
     case 'amp_bf16':
       return { title: m.rAdviceAmpBf16, detail: null, code: 'torch.autocast("cuda", dtype=torch.bfloat16)', cost: m.rAdviceAmpBf16Cost };
     case 'bf16_weights':
-      return { title: m.rAdviceBf16Weights, detail: null, code: 'from_pretrained(..., dtype=torch.bfloat16)', cost: m.rAdviceBf16WeightsCost };
+      return {
+        title: a.lora ? m.rAdviceBf16Base : m.rAdviceBf16Weights,
+        detail: null,
+        code: a.hugging_face ? 'from_pretrained(..., dtype=torch.bfloat16)' : 'model.to(torch.bfloat16)',
+        cost: a.lora ? m.rAdviceBf16BaseCost : m.rAdviceBf16WeightsCost,
+      };
     case 'checkpointing':
       return { title: m.rAdviceCheckpointing, detail: null, code: 'torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)', cost: m.rAdviceCheckpointingCost };
     case 'fused_optimizer':

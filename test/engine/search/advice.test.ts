@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants, type Plan } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -161,5 +161,18 @@ describe('bf16 weights advice', () => {
     expect(reason('amp_fp16')).toBe('needs_amp_bf16');
     expect(reason('bf16')).toBe('already_set');
     expect(planVariants(gpt2('fp32')).variants.map((v) => v.id)).toContain('amp_bf16');
+  });
+
+  it('says whether the model loads with from_pretrained, and whether LoRA keeps its adapters in fp32', () => {
+    const params = (p: Plan) => planVariants(p).variants.find((v) => v.id === 'bf16_weights')?.params;
+    expect(params(gpt2('amp_bf16'))).toEqual({ lora: false, hugging_face: true });
+    expect(params(parsePlan({ ...plan, training: { ...plan.training, precision: 'amp_bf16' } }))).toEqual({ lora: false, hugging_face: false });
+    const lora = parsePlan({
+      format: 'memplan.plan',
+      version: 1,
+      model: { hf_config: { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096, max_position_embeddings: 512 } },
+      training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', lora: { r: 8, alpha: 16, target_modules: ['q_proj', 'v_proj'] } },
+    });
+    expect(params(lora)).toEqual({ lora: true, hugging_face: true });
   });
 });
