@@ -50,8 +50,9 @@
  * missing is the host's mappings (the CPU copy of the model freed as it moves), not the rule.
  *
  * Those mappings were read (resources/measure/probe_host_maps.py: /proc/self/maps before every tensor `.to("cuda")`
- * moves; test/fixtures/device/h100_host_maps.json). Built by from_config, the CPU copy is one run of glibc mmaps
- * laid top-down in creation order, above the context's range (it exists before CUDA does); `.to("cuda")` frees it
+ * moves; test/fixtures/device/h100_host_maps.json, checked in test/engine/allocator/host-maps.test.ts). Built by
+ * from_config, the CPU copy is one run of glibc mmaps laid top-down in creation order, above the context's range
+ * (it exists before CUDA does); `.to("cuda")` frees it
  * from the top, and the driver's reservations fill that growing gap top-down, then go on below the context. While
  * every reservation fits the gap this is the order the rule gives (TinyLlama: exact). Mixtral's 224 MiB expert
  * weights do not fit the gap when their turn comes and go below; the 112 MiB ones after them do fit, above: the

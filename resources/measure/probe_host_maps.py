@@ -2,14 +2,18 @@
 reserves 2.85-5.3% more in memplan than on the H100, and its 6th segment lands 10 GiB above its first).
 
 Runs a plan as memplan_measure.py's `plan` command does (from_config, or from_pretrained of a checkpoint saved by
-a process of its own), and reads /proc/self/maps: after the model is built, after torch.cuda.init(), before each
-tensor `.to("cuda")` moves (with that tensor's name, bytes and CPU address) and after each training step. Each
-reading is written as the difference from the one before (mappings added, mappings removed). With the allocator's
-trace (segment addresses) this says which host mappings the driver's reservations fell between.
+a process of its own; the plan's cap applied), and reads /proc/self/maps: after the model is built, after
+torch.cuda.init(), before each tensor `.to("cuda")` moves (its index in the move, bytes, CPU address and shape;
+the parameters' names and addresses are listed apart) and after each training step. Each reading is written as the
+difference from the one before (mappings added, mappings removed). With the allocator's trace (segment addresses)
+this says which host mappings the driver's reservations fell between.
 
-    python3 probe_host_maps.py PLAN.json --out DIR [--ways config,pretrained] [--steps 3]
+    python3 probe_host_maps.py PLAN.json [PLAN.json ...] --out DIR [--ways config,pretrained] [--steps 3]
+    python3 probe_host_maps.py compact DIR > h100_host_maps.json
 
 Writes DIR/<plan>_<way>.json (the readings and tensors) and DIR/<plan>_<way>.pickle (the allocator snapshot).
+`compact` keeps the mappings of 8 MiB or more, shared libraries left out, of every run in DIR: the form of
+test/fixtures/device/h100_host_maps.json.
 """
 from __future__ import annotations
 
@@ -73,6 +77,7 @@ def _run(job: dict, directory: str | None) -> None:
     tensors += [{"name": n, "bytes": b.numel() * b.element_size(), "ptr": b.data_ptr(), "buffer": True}
                 for n, b in workload.model.named_buffers()]
     torch.cuda.init()
+    mm.apply_cap(mm.plan_cap_bytes(plan))
     readings.read("cuda_init")
     mm.start_history(False)
     readings.read("history")
@@ -116,7 +121,38 @@ def _run(job: dict, directory: str | None) -> None:
                                "peak_reserved_bytes": torch.cuda.max_memory_reserved()}))
 
 
+ABOUT = ("Issue 14: /proc/self/maps read while the H100 ran three calibration plans two ways (from_config on the "
+         "CPU as memplan_measure.py builds models; from_pretrained of a checkpoint saved by another process, as "
+         "users load one), resources/measure/probe_host_maps.py, PyTorch 2.11, transformers 5.17, 2026-11-26, 3 "
+         "steps. Each reading: the mappings of 8 MiB or more (shared libraries left out) added and removed since the "
+         "one before: after the model is built, after torch.cuda.init(), before each tensor .to('cuda') moves "
+         "(index, bytes, CPU address, shape), after the move, after each step. The driver's reservations are the "
+         "---p mappings; adjacent ones show merged.")
+
+
+def _compact(directory: Path) -> str:
+    def size(line: str) -> int:
+        start, end = line.split()[0].split("-")
+        return int(end, 16) - int(start, 16)
+
+    def keep(lines: list[str]) -> list[str]:
+        return [line for line in lines if size(line) >= 8 << 20 and ".so" not in line]
+
+    runs = []
+    for path in sorted(directory.glob("*.json")):
+        run = json.loads(path.read_text())
+        readings = [{**{k: v for k, v in r.items() if k not in ("added", "removed")},
+                     "added": keep(r["added"]), "removed": keep(r["removed"])} for r in run["readings"]]
+        runs.append(f'{json.dumps(path.stem)}: {{"peak_allocated_bytes": {run["peak_allocated_bytes"]}, '
+                    f'"peak_reserved_bytes": {run["peak_reserved_bytes"]}, "readings": [\n'
+                    + ",\n".join(json.dumps(r) for r in readings) + "\n]}")
+    return '{\n"about": ' + json.dumps(ABOUT) + ',\n"runs": {\n' + ",\n".join(runs) + "\n}}\n"
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "compact":
+        sys.stdout.write(_compact(Path(sys.argv[2])))
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "_run":
         job = json.loads(sys.argv[2])
         _run(job, sys.argv[3] if len(sys.argv) > 3 else None)
@@ -130,6 +166,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import memplan_measure as mm
 
+    failed = False
     for plan_path in args.plans:
         plan = mm.load_plan(plan_path)
         plan["training"] = {**plan["training"], "steps": args.steps}
@@ -143,10 +180,12 @@ def main() -> int:
                                     saved], check=True, env=mm.child_env(None))
                     command.append(saved)
                 with open(args.out / f"{case}.log", "w") as log:
-                    subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env=mm.child_env(mm.plan_alloc_conf(plan)), timeout=300)
-                print(case, "done", flush=True)
-    return 0
+                    done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                                          env=mm.child_env(mm.plan_alloc_conf(plan)), timeout=300)
+                failed = failed or done.returncode != 0
+                print(case, "done" if done.returncode == 0 else f"failed ({done.returncode}): see {case}.log",
+                      flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
