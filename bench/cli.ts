@@ -86,6 +86,7 @@ const timed = (args: string[], cli = built) =>
     });
   });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+console.log('The commands as a user runs them: these plans fit, so no advice unless asked (--advice rows below).');
 console.log(`| command | now (median of ${runs}, whole process) | the answer printed (median) | target |`);
 console.log('|---|---|---|---|');
 try {
