@@ -84,7 +84,7 @@ describe('what is not advised', () => {
     expect(await item('accumulation').getAttribute('data-reason')).toBe('batch_of_one');
     expect(await item('checkpointing').getAttribute('data-reason')).toBe('already_set');
     expect(await item('bf16_weights').getAttribute('data-reason')).toBe('already_set');
-    expect(await item('bf16_weights').textContent()).toContain('方案的权重已经是半精度');
+    expect(await item('bf16_weights').textContent()).toContain('方案的权重已经是 16 位（bf16 或 fp16）');
     await list.scrollIntoViewIfNeeded();
     await screenshot(page, 'advice-none-zh-CN');
     expect(app.errors).toEqual([]);
