@@ -128,6 +128,16 @@ describe('a plan file opened and exported again', () => {
     }
     expect(await list.textContent()).toContain('unknown key "warmup_steps"');
     await screenshot(page, 'plan-unknown-keys-en');
+    // In Chinese: the engine's messages and the button.
+    await page.locator('[data-testid="settings"]').click();
+    await page.locator('[data-locale="zh-CN"]').click();
+    await page.keyboard.press('Escape');
+    await expect.poll(() => list.locator('[data-remove-key="comment"]').textContent()).toBe('删除');
+    expect(await list.textContent()).toContain('未知的键 "warmup_steps"');
+    await screenshot(page, 'plan-unknown-keys-zh-CN');
+    await page.locator('[data-testid="settings"]').click();
+    await page.locator('[data-locale="en"]').click();
+    await page.keyboard.press('Escape');
     // Unsaved edits: removing one is an edit.
     expect(await page.locator('[data-testid="save-state"]').textContent()).not.toContain('Unsaved');
     await list.locator('[data-remove-key="training.warmup_steps"]').click();
