@@ -109,7 +109,7 @@ async function run(args: string[]): Promise<void> {
       throw namedForPlanFile(error, file, values, choice.gpu);
     });
     // The answer first; the advice (a search per change) follows when it is ready. By default only when the
-    // plan's own batch does not fit: it costs more than the search did (issue #15, README "Speed"), and "what to
+    // plan's own batch does not fit: it costs more than the search did (issue #15; README, "Advice"), and "what to
     // change" is that plan's question.
     answer = answerLines(file, r);
     if (!values.json) process.stdout.write(joinLines(answer, undefined));

@@ -99,7 +99,7 @@ async function run(args: string[]): Promise<void> {
     throw namedForPlanFile(error, file, values, choice.gpu);
   }
   // The answer first; the advice (a simulation per change) follows when it is ready. By default only for a plan
-  // that runs out of memory: it costs about what the answer did (issue #15, README "Speed"), and "what to change"
+  // that runs out of memory: it costs about what the answer did (issue #15; README, "Advice"), and "what to change"
   // is that plan's question.
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
