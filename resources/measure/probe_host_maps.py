@@ -51,18 +51,12 @@ class Readings:
 
 def _run(job: dict, directory: str | None) -> None:
     import torch
-    import transformers
 
     import memplan_measure as mm
+    from probe_materialize import load_from_pretrained
 
     if directory is not None:
-        def from_pretrained_instead(cls):
-            def load(config, **kwargs):
-                return cls.from_pretrained(directory, **kwargs)
-            return load
-
-        for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM):
-            cls.from_config = from_pretrained_instead(cls)
+        load_from_pretrained(directory)
 
     readings = Readings()
     readings.read("start")

@@ -53,10 +53,10 @@ def _save(plan_path: str, directory: str, empty: bool = False) -> None:
     workload.model.save_pretrained(directory)
 
 
-def _train(job: dict, directory: str) -> None:
+def load_from_pretrained(directory: str) -> None:
+    """Makes memplan_measure.py's `from_config` load the model saved in `directory` with from_pretrained (the
+    same kwargs: dtype, attn_implementation), as users load a checkpoint."""
     import transformers
-
-    import memplan_measure as mm
 
     def from_pretrained_instead(cls):
         def load(config, **kwargs):
@@ -66,6 +66,12 @@ def _train(job: dict, directory: str) -> None:
 
     for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM):
         cls.from_config = from_pretrained_instead(cls)
+
+
+def _train(job: dict, directory: str) -> None:
+    import memplan_measure as mm
+
+    load_from_pretrained(directory)
     mm.job_train(job)
 
 
