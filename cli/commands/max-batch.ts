@@ -1,5 +1,5 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, formatSize, planVariants, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, fitsBySearch, formatSize, planVariants, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
@@ -70,11 +70,6 @@ function restLines(r: MaxBatchResult, advice: AdviceResult | null, changes: numb
   ];
 }
 
-/** Whether the plan's own batch fits: its trial's outcome (fit is not monotonic near the limit), else below the answer. */
-function planBatchFits(r: MaxBatchResult, batch: number): boolean {
-  return r.trials.find((t) => t.batch === batch)?.fits ?? batch <= r.max_batch;
-}
-
 async function run(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs('max-batch', args, {
     ...PLAN_OPTIONS,
@@ -113,7 +108,7 @@ async function run(args: string[]): Promise<void> {
     // change" is that plan's question.
     answer = answerLines(file, r);
     if (!values.json) process.stdout.write(joinLines(answer, undefined));
-    if (values.advice ?? !planBatchFits(r, plan.training.batch_size)) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
+    if (values.advice ?? !fitsBySearch(r, plan.training.batch_size)) advice = await workers.advise(plan, { device, goal: 'batch', maxBatch: r });
   } finally {
     await workers.close();
   }

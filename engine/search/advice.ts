@@ -17,7 +17,7 @@ import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
 import { PRESETS } from '../models/presets.ts';
-import { bytesPerSample, findMaxBatch, largestBatch, type SearchStart } from './max-batch.ts';
+import { bytesPerSample, findMaxBatch, fitsBySearch, largestBatch, type SearchStart } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
 export type Variant = { [Id in AdviceId]: { id: Id; params: Omit<Extract<AdviceItem, { id: Id }>, 'id' | keyof Measures>; plan: Plan } }[AdviceId];
@@ -156,9 +156,7 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
-  // (the plan's own trial where the search ran it: near the limit fit is not monotonic)
-  const batch = plan.training.batch_size;
-  const lora = loraVariant(at, () => (search ? (search.trials.find((t) => t.batch === batch)?.fits ?? search.max_batch >= batch) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
+  const lora = loraVariant(at, () => (search ? fitsBySearch(search, plan.training.batch_size) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
   if ('variant' in lora) candidates.push(lora.variant);
   else notApplicable.push(lora.skip);
   return {

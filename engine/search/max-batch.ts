@@ -212,6 +212,14 @@ function* fitBeyondBand(good: number, upper: number, trials: Trials): Generator<
 }
 
 /**
+ * Whether a batch fits, by a search: its trial's outcome where the search ran it (near the limit fit is not
+ * monotonic: the MLP under 1 GiB runs out at 3584 below its answer 4096), else whether it is at most the answer.
+ */
+export function fitsBySearch(search: Pick<MaxBatchResult, 'trials' | 'max_batch'>, batch: number): boolean {
+  return search.trials.find((t) => t.batch === batch)?.fits ?? batch <= search.max_batch;
+}
+
+/**
  * Where a search may start from what another search learned (Note [Aimed searches]): a batch to try first, and
  * how many bytes of peak allocated memory one more sample costs (null: not known).
  */
