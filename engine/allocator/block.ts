@@ -29,14 +29,34 @@ export class Block {
   label: string | undefined = undefined;
 
   /** The stream the block was allocated on; a free block serves only that stream. */
-  readonly stream: number;
-  readonly pool: BlockPool;
+  stream: number;
+  pool: BlockPool;
 
   constructor(stream: number, size: number, pool: BlockPool, ptr: number) {
     this.stream = stream;
     this.pool = pool;
     this.size = size;
     this.ptr = ptr;
+  }
+
+  /** The block as new (`new Block(stream, size, pool, ptr)`), for a Block object the allocator has done with. */
+  reuse(stream: number, size: number, pool: BlockPool, ptr: number): this {
+    this.size = size;
+    this.requestedSize = 0;
+    this.ptr = ptr;
+    this.allocated = false;
+    this.active = false;
+    this.activePrev = null;
+    this.activeNext = null;
+    this.mapped = true;
+    this.prev = null;
+    this.next = null;
+    this.gcCountBase = 0;
+    this.expandableSegment = null;
+    this.label = undefined;
+    this.stream = stream;
+    this.pool = pool;
+    return this;
   }
 
   isSplit(): boolean {
