@@ -1,5 +1,5 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, fitsBySearch, formatSize, planVariants, stringifyResult, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, fitsBySearch, formatSize, planVariants, stringifyResult, type AdviceNotComputed, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
@@ -21,8 +21,9 @@ ${planOptionsHelp(true)}
   --safety-margin F        fraction of the cap the recommended batch leaves free (default ${DEFAULT_SAFETY_MARGIN})
   --multiple-of K          round the recommended batch down to a multiple of K (e.g. 8), where the batch allows
   --json                   print one JSON object: the max-batch result (engine/result/max-batch.ts) with the
-                           advice, when computed, under "advice" and what it assumes under "caveats"; with
-                           --gpu all, one object with a result for every GPU, largest batch first
+                           advice, when computed, under "advice" (else why not, under "advice_not_computed") and
+                           what it assumes under "caveats"; with --gpu all, one object with a result for every
+                           GPU, largest batch first
   --threads N              worker threads for a long search and for --gpu all (default: one fewer than the
                            cores, at most 4, none below 4 cores; 1: none): they simulate ahead the trials the
                            search will likely need and search the advice's changes side by side; same answers
@@ -30,8 +31,8 @@ ${planOptionsHelp(true)}
                            than the search itself). Default: computed when the plan's own batch does not fit,
                            not otherwise; never with --gpu all`;
 
-/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it when it was computed. */
-export type MaxBatchOutput = MaxBatchResult & { advice?: AdviceResult };
+/** What `max-batch --json` prints: the result (its caveats included), with the advice beside it or why it is not. */
+export type MaxBatchOutput = MaxBatchResult & ({ advice: AdviceResult } | { advice_not_computed: AdviceNotComputed });
 
 /** The answer: the largest batch, the recommendation and what limits it, printed as soon as the search ends. */
 function answerLines(file: string, r: MaxBatchResult): string[] {
@@ -112,13 +113,14 @@ async function run(args: string[]): Promise<void> {
   } finally {
     await workers.close();
   }
+  const changes = advice ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch').variants.length;
   if (values.json) {
-    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
+    const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
+    const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  const changes = advice || values.advice === false ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch').variants.length;
-  process.stdout.write(joinLines(restLines(r, advice, changes), answer.at(-1)));
+  process.stdout.write(joinLines(restLines(r, advice, values.advice === false ? 0 : changes), answer.at(-1)));
 }
 
 export const maxBatchCommand = {

@@ -1,5 +1,5 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError, advise, formatSize, simulate, stringifyResult, variants, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
+import { InputError, advise, formatSize, simulate, stringifyResult, variants, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -15,14 +15,14 @@ The flags below override the plan's fields for this run (the file is not changed
 Options:
 ${planOptionsHelp(false)}
   --json                   print one JSON object: the simulate result (engine/result/simulate.ts, memory_summary
-                           included) with the advice, when computed, under "advice" and what it assumes under
-                           "caveats"
+                           included) with the advice, when computed, under "advice" (else why not, under
+                           "advice_not_computed") and what it assumes under "caveats"
   --advice, --no-advice    what to change, each change simulated on its own (together about as long as the
                            simulate itself). Default: computed when the plan runs out of memory, not otherwise
   --summary                also print torch.cuda.memory_summary() as it would read at the end`;
 
-/** What `simulate --json` prints: the result (its caveats included), with the advice beside it when it was computed. */
-export type SimulateOutput = SimulateResult & { advice?: AdviceResult };
+/** What `simulate --json` prints: the result (its caveats included), with the advice beside it or why it is not. */
+export type SimulateOutput = SimulateResult & ({ advice: AdviceResult } | { advice_not_computed: AdviceNotComputed });
 
 /** Where in the run: a step and its phase, or the loading of the model before any step (step 0). */
 function where(at: { step: number; phase: string }): string {
@@ -104,12 +104,14 @@ async function run(args: string[]): Promise<void> {
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
   const advice = (values.advice ?? !r.fits) ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
+  const changes = advice ? 0 : variants(plan).length;
   if (values.json) {
-    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : {}) };
+    const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
+    const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };
     process.stdout.write(stringifyResult(output) + '\n');
     return;
   }
-  process.stdout.write(joinLines(restLines(r, advice, advice || values.advice === false ? 0 : variants(plan).length), answer.at(-1)));
+  process.stdout.write(joinLines(restLines(r, advice, values.advice === false ? 0 : changes), answer.at(-1)));
   if (values.summary) process.stdout.write('\n' + r.memory_summary);
 }
 

@@ -111,6 +111,16 @@ export const adviceResultSchema = z.object({
   not_applicable: z.array(notApplicableSchema),
 });
 
+/**
+ * Why an answer comes without its advice (the CLI computes it by default only for a plan that does not fit: README,
+ * "Advice"): the plan fits (`plan_fits`; for `max-batch`, its own batch does), or `--no-advice` was given
+ * (`no_advice`). `changes`: how many changes `--advice` would simulate or search.
+ */
+export const adviceNotComputedSchema = z.object({
+  reason: z.enum(['plan_fits', 'no_advice']),
+  changes: count,
+});
+
 /** Notes beside a result: facts about how memplan simulated it that a user should know. */
 export const NOTE_PARAMS = {
   /**
@@ -156,6 +166,7 @@ export type AdviceItem = z.output<typeof adviceItemSchema>;
 export type NotApplicable = z.output<typeof notApplicableSchema>;
 export type NotApplicableReason = (typeof NOT_APPLICABLE_REASONS)[number];
 export type AdviceResult = z.output<typeof adviceResultSchema>;
+export type AdviceNotComputed = z.output<typeof adviceNotComputedSchema>;
 export type Note = z.output<typeof noteSchema>;
 /** One advice id's item, e.g. `AdviceOf<'accumulation'>` has `micro_batch`, `steps`, `effective_batch`. */
 export type AdviceOf<Id extends AdviceId> = Extract<AdviceItem, { id: Id }>;

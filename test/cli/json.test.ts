@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { adviceResultSchema, gpuListSchema, maxBatchResultSchema, presetListSchema, simulateResultSchema } from '../../engine/index.ts';
+import { adviceNotComputedSchema, adviceResultSchema, gpuListSchema, maxBatchResultSchema, presetListSchema, simulateResultSchema } from '../../engine/index.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 function memplan(...args: string[]) {
@@ -119,16 +119,21 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
 
 describe('advice: by default only for a plan that does not fit (issue #15)', () => {
   it('simulate: a plan that fits gets the same result without it, and the flag that asks for it', () => {
-    const byDefault = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
+    const { advice_not_computed: notComputed, ...byDefault } = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
     expect(byDefault).not.toHaveProperty('advice');
-    expect(json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--no-advice')).toEqual(byDefault);
+    // --json says why there is no advice, and what --advice would do (the text's count)
+    expect(adviceNotComputedSchema.parse(notComputed)).toEqual({ reason: 'plan_fits', changes: 3 });
+    const { advice_not_computed: notAsked, ...withoutAdvice } = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--no-advice');
+    expect(notAsked).toEqual({ reason: 'no_advice', changes: 3 });
+    expect(withoutAdvice).toEqual(byDefault);
     const { advice, ...rest } = json('simulate', 'examples/mlp-fp16.plan.json', '--json', '--advice');
     expect(adviceResultSchema.parse(advice).advice.length).toBeGreaterThan(0);
+    expect(rest).not.toHaveProperty('advice_not_computed');
     expect(rest).toEqual(byDefault);
     const text = memplan('simulate', 'examples/mlp-fp16.plan.json');
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('max_memory_reserved()');
-    expect(text.stdout).toMatch(/^What to change: run with --advice to simulate the \d+ changes memplan knows for this plan$/m);
+    expect(text.stdout).toMatch(/^What to change: run with --advice to simulate the 3 changes memplan knows for this plan$/m);
     expect(text.stdout).not.toMatch(/What changes would save|Not advised|No change memplan knows/);
     expect(memplan('simulate', 'examples/mlp-fp16.plan.json', '--no-advice').stdout).not.toMatch(/What to change|What changes would save|Not advised/);
   });
@@ -138,19 +143,25 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     const out = json('simulate', path, '--json');
     expect(out.fits).toBe(false);
     expect(adviceResultSchema.parse(out.advice).advice.some((a) => a.id === 'checkpointing')).toBe(true);
+    expect(out).not.toHaveProperty('advice_not_computed');
     expect(memplan('simulate', path).stdout).toContain('What changes would save');
-    expect(json('simulate', path, '--json', '--no-advice')).not.toHaveProperty('advice');
+    const notAsked = json('simulate', path, '--json', '--no-advice');
+    expect(notAsked).not.toHaveProperty('advice');
+    expect(adviceNotComputedSchema.parse(notAsked.advice_not_computed).reason).toBe('no_advice');
   });
 
   it('max-batch: a plan whose batch fits gets the same search without it; one whose batch does not, with it', () => {
-    const byDefault = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json');
+    const { advice_not_computed: notComputed, ...byDefault } = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json');
     expect(byDefault).not.toHaveProperty('advice');
+    const { changes } = adviceNotComputedSchema.parse(notComputed);
+    expect(notComputed).toEqual({ reason: 'plan_fits', changes });
     expect(maxBatchResultSchema.parse(byDefault).max_batch).toBeGreaterThanOrEqual(JSON.parse(readFileSync(join(root, 'examples/mlp-fp16.plan.json'), 'utf8')).training.batch_size);
     const { advice, ...rest } = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--advice');
-    expect(advice).toBeDefined();
+    expect(changes).toBeGreaterThan(0);
+    expect(adviceResultSchema.parse(advice).goal).toBe('batch');
     expect(rest).toEqual(byDefault);
     const text = memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB').stdout;
-    expect(text).toMatch(/^To fit a larger batch: run with --advice to search the \d+ changes memplan knows for this plan$/m);
+    expect(text).toMatch(new RegExp(`^To fit a larger batch: run with --advice to search the ${changes} changes memplan knows for this plan$`, 'm'));
     expect(text).not.toMatch(/To fit a larger effective batch|Not advised/);
     expect(memplan('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--no-advice').stdout).not.toMatch(/To fit a larger|Not advised/);
     // The plan asks for more than fits: what to change is its question.
