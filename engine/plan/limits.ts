@@ -69,7 +69,7 @@ export interface PlanWork {
   /** Parameter and buffer tensors. */
   tensors: number;
   micro_steps: number;
-  /** Steps the estimate assumes: the plan's steps, at least 2, and one more to see the peak stop rising. */
+  /** Steps the estimate assumes: the plan's steps, at least 2, and one more to see the allocator's state repeat. */
   steps: number;
   events_per_micro_step: number;
   events: number;

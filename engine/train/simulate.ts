@@ -45,7 +45,7 @@ export type { DeviceSpec };
 /** cuBLASLt's workspace (`CUBLASLT_WORKSPACE_SIZE`, 1024 KiB by default), measured separate from cuBLAS's on the H100. */
 const kCublasLtWorkspaceBytes = 1_048_576;
 
-/** Steps simulated at most while waiting for the peak reserved to stop rising. */
+/** Steps simulated at most while waiting for the allocator's state to repeat (Note [Steady state]). */
 const kMaxSteps = 20;
 
 const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
@@ -90,8 +90,8 @@ export interface SimulateOptions {
   /** Every allocator trace entry, as a PyTorch memory snapshot would record it. */
   onTrace?: TraceListener;
   /**
-   * Run on past the plan's steps until the peak reserved stops rising (default true). False runs exactly
-   * `training.steps`, as a recording of that many steps did.
+   * Run on past the plan's steps until the allocator's state repeats (default true: Note [Steady state]). False
+   * runs exactly `training.steps`, as a recording of that many steps did.
    */
   untilSteady?: boolean;
   /**
