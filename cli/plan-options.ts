@@ -195,7 +195,7 @@ export function placePlan(plan: Plan, choice: GpuChoice): { plan: Plan; device: 
   const capped: Plan = { ...plan, gpu: { memory_limit_bytes: cap } };
   if (cap <= memoryAvailableToPyTorch(gpu)) return { plan: capped, device: gpuDevice(plan, gpu) };
   if (choice.gpu !== undefined) {
-    throw new InputError(choice.limitFlag!, `${cap} bytes is more than ${gpu.id} can give PyTorch (${memoryAvailableToPyTorch(gpu)} bytes, its memory less the CUDA context); leave out --gpu to simulate a custom GPU of that size`);
+    throw new InputError(choice.limitFlag!, `${cap} bytes is more than ${gpu.id} can give PyTorch (${memoryAvailableToPyTorch(gpu)} bytes, its memory less the CUDA context and library handles); leave out --gpu to simulate a custom GPU of that size`);
   }
   return { plan: capped, device: planGpu(capped) };
 }

@@ -13,7 +13,8 @@ const usage = `Usage: memplan max-batch PLAN.json [options]
 Finds the largest micro-batch (training.batch_size) whose training steps run without CUDA out of memory,
 by simulating each trial batch. The cap is --memory-limit or --memory-fraction (what
 set_per_process_memory_fraction would impose), else the plan's gpu.memory_limit_bytes, else the GPU's memory
-less the CUDA context. The flags below override the plan's fields (the file is not changed), e.g.
+less the CUDA context and library handles. The flags below override the plan's fields (the file is not changed),
+e.g.
   memplan max-batch examples/gpt2-config-json.plan.json --seq-len 2048 --precision amp_bf16 --gpu all
 
 Options:
@@ -113,7 +114,7 @@ async function run(args: string[]): Promise<void> {
   } finally {
     await workers.close();
   }
-  const changes = advice ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch').variants.length;
+  const changes = advice ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch', device).variants.length;
   if (values.json) {
     const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
     const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };

@@ -104,7 +104,7 @@ async function run(args: string[]): Promise<void> {
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
   const advice = (values.advice ?? !r.fits) ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
-  const changes = advice ? 0 : variants(plan).length;
+  const changes = advice ? 0 : variants(plan, device).length;
   if (values.json) {
     const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };

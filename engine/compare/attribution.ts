@@ -48,6 +48,7 @@ export type ChangeEffect =
       to: SettingValue;
       /** The base with this change alone is not a plan the engine simulates (a model whose limits the base's settings exceed). */
       reason_id: 'not_simulated';
+      /** The engine's message (English: the app words it), or '' where the change was not simulated on its own. */
       message: string;
     };
 
@@ -90,7 +91,7 @@ export function attributeDifference(base: Plan, other: Plan, measured: { base: P
     const to = settingOf(other, key).value;
     // The only difference: the change alone is the other plan.
     const outcome: VariantOutcome | undefined = keys.length === 1 ? measured.other : measured.outcomes.get(key);
-    if (outcome === undefined) return { key, from, to, reason_id: 'not_simulated', message: 'not measured' };
+    if (outcome === undefined) return { key, from, to, reason_id: 'not_simulated', message: '' };
     if ('error' in outcome) return { key, from, to, reason_id: 'not_simulated', message: outcome.error };
     return {
       key,

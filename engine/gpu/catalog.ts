@@ -175,3 +175,11 @@ export function outsideAllocatorBytes(gpu: Pick<GpuSpec, 'non_pytorch_bytes' | '
 export function memoryAvailableToPyTorch(gpu: Pick<GpuSpec, 'total_memory_bytes' | 'non_pytorch_bytes' | 'training_threads_bytes'>): number {
   return gpu.total_memory_bytes - outsideAllocatorBytes(gpu);
 }
+
+/**
+ * Whether the GPU computes in bf16: NVIDIA from compute capability 8.0 (Ampere). On a V100 or T4 PyTorch emulates
+ * bf16 (slower, and attention on the math kernel): the caveat `bf16_emulated`, and advice does not suggest it.
+ */
+export function hasBf16Arithmetic(gpu: { vendor?: GpuSpec['vendor']; compute_capability?: readonly [number, number] }): boolean {
+  return !(gpu.vendor === 'nvidia' && gpu.compute_capability !== undefined && gpu.compute_capability[0] < 8);
+}

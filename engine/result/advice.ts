@@ -88,6 +88,8 @@ export const NOT_APPLICABLE_REASONS = [
   'no_default_targets',
   /** bf16 weights: advised for plans that train with autocast bf16 only (fp32 plans: autocast bf16 first). */
   'needs_amp_bf16',
+  /** Autocast bf16 and bf16 weights on a GPU without bf16 arithmetic (V100, T4): PyTorch emulates it, far slower. */
+  'gpu_without_bf16',
 ] as const;
 
 export const notApplicableSchema = z.object({

@@ -10,7 +10,7 @@
  * gaps name the settings whose numbers are known to differ.
  */
 import { z } from 'zod';
-import type { Evidence, GpuSpec } from '../gpu/catalog.ts';
+import { hasBf16Arithmetic, type Evidence, type GpuSpec } from '../gpu/catalog.ts';
 import type { Plan } from '../plan/schema.ts';
 import { PRESETS } from '../models/presets.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
@@ -125,7 +125,7 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
   }
   if (plan.training.precision === 'amp_fp16' && plan.training.grad_scaler_skipped_steps === 0) items.push({ id: 'grad_scaler_steps_update' });
   const bf16 = plan.training.precision === 'bf16' || plan.training.precision === 'amp_bf16';
-  if (bf16 && device.vendor === 'nvidia' && device.compute_capability !== undefined && device.compute_capability[0] < 8) {
+  if (bf16 && !hasBf16Arithmetic(device)) {
     items.push({ id: 'bf16_emulated', gpu: device.id ?? device.name });
     lower('medium');
   }

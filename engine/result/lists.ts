@@ -17,6 +17,8 @@ export const gpuListSchema = z.object({
       available_to_pytorch_bytes: bytes,
       /** How total_memory_bytes is known: measured on that GPU, derived, or unconfirmed. */
       total_memory_source: z.enum(['measured', 'derived', 'unconfirmed']),
+      /** How the memory outside the allocator (the CUDA context, kernels, library handles) is known, the same way. */
+      non_pytorch_source: z.enum(['measured', 'derived', 'unconfirmed']),
     }),
   ),
 });

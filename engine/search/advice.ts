@@ -9,6 +9,7 @@
  * generator that yields variant by variant, so a host can stream the advice and stop between variants.
  */
 import { InputError } from '../errors.ts';
+import { hasBf16Arithmetic } from '../gpu/catalog.ts';
 import type { DeviceSpec } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
 import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../result/advice.ts';
@@ -30,21 +31,31 @@ function withTraining(plan: Plan, training: Partial<Plan['training']>): Plan {
 
 /**
  * The changes worth simulating for this plan, and those that cannot apply (already done, or nothing to change).
- * `microBatch` is the batch the accumulation change starts from: the plan's own, or the largest that fits.
+ * `microBatch` is the batch the accumulation change starts from: the plan's own, or the largest that fits. `gpu`:
+ * the GPU it runs on, where it decides (bf16 where the GPU computes in it).
  */
-export function planVariants(plan: Plan, microBatch = plan.training.batch_size, goal: 'memory' | 'batch' = 'memory'): { variants: Variant[]; not_applicable: NotApplicable[] } {
+export function planVariants(
+  plan: Plan,
+  microBatch = plan.training.batch_size,
+  goal: 'memory' | 'batch' = 'memory',
+  gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>,
+): { variants: Variant[]; not_applicable: NotApplicable[] } {
   const t = plan.training;
   const variants: Variant[] = [];
   const notApplicable: NotApplicable[] = [];
   const skip = (id: AdviceId, reason_id: NotApplicable['reason_id']) => notApplicable.push({ id, reason_id });
+  const bf16 = gpu === undefined || hasBf16Arithmetic(gpu);
 
-  if (t.precision === 'fp32') variants.push({ id: 'amp_bf16', params: {}, plan: withTraining(plan, { precision: 'amp_bf16' }) });
-  else skip('amp_bf16', 'already_set');
+  if (t.precision !== 'fp32') skip('amp_bf16', 'already_set');
+  else if (!bf16) skip('amp_bf16', 'gpu_without_bf16');
+  else variants.push({ id: 'amp_bf16', params: {}, plan: withTraining(plan, { precision: 'amp_bf16' }) });
 
   // Autocast keeps fp32 weights, gradients and optimizer state; many fine-tunes load the model in bf16 and train it
   // so. A step past autocast (an fp32 plan is advised autocast first), and not from fp16 AMP (another format).
-  if (t.precision === 'amp_bf16') variants.push({ id: 'bf16_weights', params: { lora: t.lora !== undefined, hugging_face: hfModelType(plan) !== null }, plan: withTraining(plan, { precision: 'bf16' }) });
-  else skip('bf16_weights', t.precision === 'bf16' || t.precision === 'fp16' ? 'already_set' : 'needs_amp_bf16');
+  if (t.precision === 'bf16' || t.precision === 'fp16') skip('bf16_weights', 'already_set');
+  else if (!bf16) skip('bf16_weights', 'gpu_without_bf16');
+  else if (t.precision !== 'amp_bf16') skip('bf16_weights', 'needs_amp_bf16');
+  else variants.push({ id: 'bf16_weights', params: { lora: t.lora !== undefined, hugging_face: hfModelType(plan) !== null }, plan: withTraining(plan, { precision: 'bf16' }) });
 
   if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
   else skip('checkpointing', 'already_set');
@@ -105,9 +116,9 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets }, plan: withTraining(plan, { lora }) } };
 }
 
-/** The variants worth simulating (the `memory` goal). */
-export function variants(plan: Plan): Variant[] {
-  return planVariants(plan).variants;
+/** The variants worth simulating (the `memory` goal) on a GPU (any, when not given). */
+export function variants(plan: Plan, gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>): Variant[] {
+  return planVariants(plan, plan.training.batch_size, 'memory', gpu).variants;
 }
 
 export interface AdviceOptions {
@@ -154,7 +165,7 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
   const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
-  const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal);
+  const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal, device);
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
   const lora = loraVariant(at, () => (search ? fitsBySearch(search, plan.training.batch_size) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
   if ('variant' in lora) candidates.push(lora.variant);

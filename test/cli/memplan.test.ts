@@ -269,7 +269,10 @@ describe('memplan simulate and max-batch', () => {
     expect(gpus.length).toBeGreaterThanOrEqual(15);
     const h100 = gpus.find((g) => g.id === 'h100-sxm')!;
     expect(h100.total_memory_source).toBe('measured');
-    expect(memplan('gpus').stdout).toContain('NVIDIA H100 80GB HBM3');
+    // what the caveat gpu_figures_not_measured points at: how each figure is known, the context's too
+    expect(h100.non_pytorch_source).toBe('measured');
+    expect(gpus.find((g) => g.id === 'h100-pcie')!.non_pytorch_source).toBe('unconfirmed');
+    expect(memplan('gpus').stdout).toMatch(/^h100-sxm +NVIDIA H100 80GB HBM3 .*\(memory measured, context measured\)$/m);
   });
 
   it('max-batch takes a GPU of the catalog by its torch name and rejects unknown ones', () => {

@@ -134,7 +134,7 @@ describe('max batch at the boundary', () => {
       const oom = page.getByTestId('needed-bytes');
       await oom.waitFor();
       expect(Number(await oom.getAttribute('data-bytes'))).toBeGreaterThan(24 * 2 ** 30);
-      expect(await text(page, 'needed-bytes')).toMatch(en ? /^With no cap this plan reserves [\d.]+\sGiB at its peak: [\d.]+\sGiB more than PyTorch may use here\.$/ : /^不设上限时，这个计划的峰值预留显存为 [\d.]+\sGiB：比这里 PyTorch 可用的多 [\d.]+\sGiB。$/);
+      expect(await text(page, 'needed-bytes')).toMatch(en ? /^With no cap this plan reserves [\d.]+\sGiB at its peak: [\d.]+\sGiB more than PyTorch may use here\.$/ : /^不设上限时，这个方案的峰值预留显存为 [\d.]+\sGiB：比这里 PyTorch 可用的多 [\d.]+\sGiB。$/);
       expect(app.errors).toEqual([]);
     });
   }

@@ -85,7 +85,7 @@ const en = {
   cmpAside: (text: string) => ` (${text})`,
   cmpChange: (setting: string, from: string, to: string) => `${setting}: ${from} → ${to}`,
   cmpTogether: 'the changes together (they overlap)',
-  cmpNotSimulated: (reason: string) => `not simulated alone: ${reason}`,
+  cmpNotSimulated: (reason: string) => `not simulated alone${reason ? `: ${reason}` : ''}`,
   cmpAloneOom: 'alone, this change runs out of memory',
   cmpPeakReservedShort: 'peak reserved',
 };
@@ -165,7 +165,7 @@ export const compareMessages = defineMessages(en, {
   cmpAside: (text) => `（${text}）`,
   cmpChange: (setting, from, to) => `${setting}：${from} → ${to}`,
   cmpTogether: '多项改动叠加（效果有重叠）',
-  cmpNotSimulated: (reason) => `无法单独模拟：${reason}`,
+  cmpNotSimulated: (reason) => `无法单独模拟${reason ? `：${reason}` : ''}`,
   cmpAloneOom: '单独应用此改动会显存不足',
   cmpPeakReservedShort: '峰值预留显存',
 });

@@ -68,7 +68,7 @@ const en = {
 
 export const exportsMessages = defineMessages(en, {
   xExport: '导出',
-  xExportPlanJson: '计划文件（JSON）…',
+  xExportPlanJson: '方案文件（JSON）…',
   xExportTimelineCsv: '时间线（CSV）…',
   xExportChartPng: '图表（PNG）…',
   xExportReport: '报告（Markdown）…',
@@ -78,10 +78,10 @@ export const exportsMessages = defineMessages(en, {
   xCsv: 'CSV 文件',
   xSaved: (name) => `已保存“${name}”`,
   xReportSaved: (name, images) => (images === 0 ? `已保存“${name}”` : `已保存“${name}”，并在同一文件夹中保存了 ${images} 张图片`),
-  xNothingToExport: '还没有可导出的内容：该计划尚无结果。',
+  xNothingToExport: '还没有可导出的内容：该方案尚无结果。',
   xNoChart: '屏幕上没有可保存的图表。',
 
-  xGenerated: (date) => `由 memplan 生成的报告，${date}。`,
+  xGenerated: (date) => `本报告由 memplan 于 ${date} 生成。`,
   xTags: '标签',
   xPlanNotes: '备注',
   xSettings: '设置',
@@ -106,13 +106,13 @@ export const exportsMessages = defineMessages(en, {
   xUse: '设置',
   xPeakReservedWith: '改动后的峰值预留显存',
   xSavesColumn: '节省',
-  xNoResult: '没有结果：该计划尚未模拟，或存在问题。',
-  xMaxBatchNotSearched: '尚未搜索最大批量大小。',
+  xNoResult: '没有结果：该方案尚未模拟，或存在问题。',
+  xMaxBatchNotSearched: '尚未搜索最大可行 batch size。',
   xTimelineCsvNote: '时间线的具体数值见 CSV 导出（文件 > 导出 > 时间线）。',
 
-  xComparisonGenerated: (date, count) => `由 memplan 生成的 ${count} 个计划的对比，${date}。差值均相对于第一个计划。`,
-  xPlans: '计划',
-  xPlan: '计划',
+  xComparisonGenerated: (date, count) => `本报告由 memplan 于 ${date} 生成，对比 ${count} 个方案。差值均相对于第一个方案。`,
+  xPlans: '方案',
+  xPlan: '方案',
   xDiffers: '不同',
   xAgainstFirst: (first) => `相对于 ${first}`,
   xWhatChanged: '变化来自哪里',
@@ -120,8 +120,8 @@ export const exportsMessages = defineMessages(en, {
   xStatusDeleted: '保存对比后已被删除',
   xNotSet: '（未设置）',
   xSettingsUnreadable: '方案文件有问题，无法在此列出其设置；导出方案 JSON 可查看原样内容。',
-  xSameSettings: (count) => `另有 ${count} 项设置在所有计划中相同。`,
-  xBreakdownByPlan: '各计划峰值时的显存构成',
+  xSameSettings: (count) => `另有 ${count} 项设置在所有方案中相同。`,
+  xBreakdownByPlan: '各方案峰值时的显存构成',
 });
 
 export type ExportMessages = typeof en;

@@ -130,7 +130,7 @@ const en = {
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
   rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets}; the base weights frozen`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (for Phi-3, which has no default targets, its fused qkv_proj); the base weights frozen`,
   rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
   rAdviceNone: 'None of the changes memplan tries saves memory for this plan.',
   rAdviceNoneBatch: 'None of the changes memplan tries allows a larger batch for this plan.',
@@ -152,6 +152,7 @@ const en = {
   rWhyAlreadyReducedPrecision: 'the plan already trains in reduced precision',
   rWhyAlreadyHalfWeights: 'the plan already keeps its weights in 16 bits (bf16 or fp16)',
   rWhyNeedsAmpBf16: 'advised only for plans that train with autocast bf16 (precision amp_bf16); from fp32, autocast bf16 comes first',
+  rWhyGpuWithoutBf16: 'this GPU has no bf16 arithmetic (compute capability below 8.0, as the V100 and T4): PyTorch would emulate it, far slower',
   rWhyAlreadyPartial: 'the plan already trains part of the model (LoRA or frozen parameters)',
   rWhyNoOptimizerState: 'plain SGD keeps no optimizer state',
   rWhyBatchOfOne: 'the micro-batch is 1 and cannot be split',
@@ -160,7 +161,7 @@ const en = {
   rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
   rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
   rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models PEFT has default target modules for: ${modelTypes.join(', ')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; Phi-3’s fused qkv_proj): ${modelTypes.join(', ')}`,
 
   // Notes
   rNotesTitle: 'Notes',
@@ -244,7 +245,7 @@ const en = {
     `The ${gpu} has no bf16 arithmetic (compute capability below 8.0): PyTorch emulates bf16, far slower, and runs attention on its math backend, which holds the attention scores (simulated so). fp16 with AMP’s GradScaler is what it runs natively.`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
   rCaveatConvEstimated: (batch: string) => `cuDNN’s convolution workspaces at batch ${batch} were not measured (the H100’s table has every batch up to 512 and a few windows past it): they are interpolated, and cuDNN switches algorithms with the batch, so near a whole GPU’s limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 with interpolated workspaces, 1,861 real).`,
-  rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3%) and one real largest-batch search, not yet at a published size.',
+  rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3% built from its config and 5.2% loaded with from_pretrained, where the host’s memory moves the driver’s segments) and one real largest-batch search, not yet at a published size.',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `Mixture of experts (${experts} experts, ${topK} per token): transformers runs them with grouped_mm, whose memory does not depend on which experts the tokens go to: balanced routing and the worst case (every token to the same ${topK} experts) need the same memory.`,
 } as const;
@@ -256,7 +257,7 @@ const zh = {
   rOomOn: (gpu: string) => `${gpu} 上放不下`,
   rFitsDetail: (free: string, pct: string) => `峰值时，PyTorch 可用的显存还剩 ${free}（${pct}）。`,
   rFitsTight: '勉强放得下',
-  rFitsTightDetail: (free: string, pct: string) => `峰值时只剩 ${free}（${pct}）：这么接近上限，碎片以及计划没有描述的部分（其他进程、NCCL）都可能让它显存不足。`,
+  rFitsTightDetail: (free: string, pct: string) => `峰值时只剩 ${free}（${pct}）：这么接近上限，碎片以及方案没有描述的部分（其他进程、NCCL）都可能让它显存不足。`,
   rOomDetail: (step: number, phase: string) => `第 ${step} 步${phase}时 PyTorch 抛出 “CUDA out of memory”。下面的数字是出错前达到的值。`,
   rHeadroom: '余量',
   rUsedOfCap: (used: string, cap: string) => `${used} / ${cap}`,
@@ -269,7 +270,7 @@ const zh = {
   rPeakReserved: '峰值预留显存',
   rPeakReservedExplain: 'PyTorch 缓存分配器向 GPU 申请并保留的显存：已分配的部分，加上释放后仍保留在缓存中、等待复用的块。能不能放下，看的是它。',
   rNvidiaSmi: 'nvidia-smi',
-  rNvidiaSmiApi: '该进程的显存占用',
+  rNvidiaSmiApi: '该进程的 Memory-Usage',
   rNvidiaSmiExplain: '预留显存加上进程在 PyTorch 之外占用的显存（CUDA 上下文、加载的内核、库句柄），也就是 nvidia-smi 显示的数字。',
   rPeakAt: (step: number, phase: string) => `第 ${step} 步，${phase}`,
   rCachedFree: (size: string) => `+ ${size} 缓存中空闲`,
@@ -360,7 +361,7 @@ const zh = {
   rAdviceSdpa: '用 scaled_dot_product_attention 代替 eager 注意力',
   rAdviceSdpaCost: '没有代价：速度更快，注意力也不再为反向传播保存 L×L 的概率矩阵。',
   rAdviceLora: '改用 LoRA 适配器微调，而不是全参数微调',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上；基础模型权重冻结`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上（Phi-3 没有默认 target_modules，加在融合的 qkv_proj 上）；基础模型权重冻结`,
   rAdviceLoraCost: '这是另一种微调：只训练适配器，效果可能与全参数微调不同；r 越大、目标模块越多，显存占用越多。',
   rAdviceNone: '对这个方案，memplan 尝试的改动都不能节省显存。',
   rAdviceNoneBatch: '对这个方案，memplan 尝试的改动都不能放下更大的批量。',
@@ -381,6 +382,7 @@ const zh = {
   rWhyAlreadyReducedPrecision: '方案已经用低精度训练',
   rWhyAlreadyHalfWeights: '方案的权重已经是 16 位（bf16 或 fp16）',
   rWhyNeedsAmpBf16: '仅建议用于以 autocast bf16 混合精度（precision 为 amp_bf16）训练的方案；fp32 方案应先改用 autocast bf16',
+  rWhyGpuWithoutBf16: '这块 GPU 没有 bf16 运算能力（计算能力低于 8.0，如 V100、T4）：PyTorch 只能模拟 bf16，慢得多',
   rWhyAlreadyPartial: '方案已经只训练模型的一部分（LoRA 或冻结的参数）',
   rWhyNoOptimizerState: '普通 SGD 没有优化器状态',
   rWhyBatchOfOne: '微批量已经是 1，无法再拆分',
@@ -389,7 +391,7 @@ const zh = {
   rWhyNoLargerBatch: '搜索结果：等效批量大小没有变大',
   rWhyPlanFits: '方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议',
   rWhyNotSimulated: (detail: string) => `这个模型暂不支持模拟这项改动${detail ? `（${detail}）` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `只为 PEFT 有默认 target_modules 的模型建议：${modelTypes.join('、')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；Phi-3 用融合的 qkv_proj）：${modelTypes.join('、')}`,
 
   rNotesTitle: '说明',
   rNoteParametersInDtype:
@@ -417,7 +419,7 @@ const zh = {
   rNoAccumulation: '不使用梯度累积',
   rRecommended: '推荐',
   rRecKeepsMargin: (margin: string, marginBytes: string, headroom: string) =>
-    `留出上限的 ${margin}（${marginBytes}）不用：接近上限时，批量能否放下并不单调；真实运行中还有计划没有描述的部分（其他进程、NCCL、cuDNN 自动调优）。这个批量下的余量：${headroom}。`,
+    `留出上限的 ${margin}（${marginBytes}）不用：接近上限时，批量能否放下并不单调；真实运行中还有方案没有描述的部分（其他进程、NCCL、cuDNN 自动调优）。这个批量下的余量：${headroom}。`,
   rRecMarginNotKept: (margin: string, headroom: string) => `没有哪个放得下的批量能留出上限的 ${margin}：这是能放下的最大批量，只剩 ${headroom} 余量，容易出问题。`,
   rRecRounded: (multiple: number) => `已向下取整为 ${multiple} 的倍数。`,
   rUpperBound: '搜索到达了上界：更大的批量也许还能放下。',
@@ -443,7 +445,7 @@ const zh = {
   rNeededReserved: (reserved: string, allocated: string) => `不设上限时，批量大小为 1 的峰值预留显存为 ${reserved}（其中已分配给张量的是 ${allocated}）。`,
   rFitsOnNone: '目录里没有哪块 GPU 放得下：需要更小的模型、更少的可训练参数，或把显存分摊到多块 GPU 上。',
   rFitsOnHow: '在目录里的每块 GPU 上模拟批量大小为 1，后面是 PyTorch 在该 GPU 上可用的显存：',
-  rOomNeeded: (needed: string, over: string) => `不设上限时，这个计划的峰值预留显存为 ${needed}：比这里 PyTorch 可用的多 ${over}。`,
+  rOomNeeded: (needed: string, over: string) => `不设上限时，这个方案的峰值预留显存为 ${needed}：比这里 PyTorch 可用的多 ${over}。`,
 
   rCaveatsTitle: '这个结果的前提',
   rConfidence: (level: 'high' | 'medium' | 'low') => ({ high: '可信度高', medium: '可信度中等', low: '可信度低' })[level],
@@ -454,7 +456,7 @@ const zh = {
     `标准的训练步：${steps > 1 ? `${steps} 个微步的` : ''}前向传播、计算损失、反向传播；optimizer.step()；zero_grad(set_to_none=True)。`,
   rCaveatFresh: '全新的进程：没有之前的工作留下的缓存（在同一个进程里搜索，结果可能差一两个批量）。',
   rCaveatSteady: '稳定状态：一直模拟到分配器的状态重复为止，而不只是第一步。',
-  rCaveatCalibrated: (gpu: string) => `${gpu} 是 memplan 校准数据的录制 GPU。`,
+  rCaveatCalibrated: (gpu: string) => `memplan 的校准数据是在 ${gpu} 上录制的。`,
   rCaveatWorkspaces: (gpu: string) => `cuBLAS 和 cuDNN 的工作区用的是 H100 的测量值，没有在 ${gpu} 上测量。`,
   rCaveatFigures: (gpu: string, total: string, outside: string) => `${gpu}：总显存是${total}，PyTorch 之外占用的显存（CUDA 上下文）是${outside}。`,
   rEvidence: (kind: string) => (({ measured: '在该卡上实测的', derived: '从不太精确的报告推算的', unconfirmed: '未经证实的估计', unknown: '未知的' }) as Record<string, string>)[kind] ?? kind,
@@ -463,9 +465,9 @@ const zh = {
   rCaveatVitGap: 'ViT 使用重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
   rCaveatBf16Emulated: (gpu: string) =>
     `${gpu} 没有 bf16 运算单元（计算能力低于 8.0）：PyTorch 会模拟 bf16，速度慢得多，注意力也改用 math 后端，要保存注意力分数（这里按此模拟）。这块 GPU 原生支持的是 fp16 加 AMP 的 GradScaler。`,
-  rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大批量搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
+  rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大可行 batch size 搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
   rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
-  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden_size 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内）以及一次真实的最大批量搜索核对过，还没有在公开发布的规模上核对。',
+  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden_size 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内（from_config 构建；用 from_pretrained 加载时为 5.2%，主机内存的位置会改变驱动分配的段的地址））以及一次真实的最大可行 batch size 搜索核对过，还没有在公开发布的规模上核对。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `混合专家（${experts} 个专家，每个 token 路由到 ${topK} 个）：transformers 用 grouped_mm 计算专家，占用的显存与 token 路由到哪些专家无关。均衡路由和最坏情况（所有 token 都路由到同样的 ${topK} 个专家）需要的显存相同。`,
 };

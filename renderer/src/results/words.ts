@@ -48,7 +48,8 @@ export function categoryHint(m: M, c: Category): string {
   return c === 'activation' ? m.rCatActivationHint : c === 'temporary' ? m.rCatTemporaryHint : c === 'workspace' ? m.rCatWorkspaceHint : c === 'cached_free' ? m.rCatCachedFreeHint : '';
 }
 
-const OPTIMIZER_NAMES: Record<string, string> = { sgd: 'SGD', sgd_momentum: 'SGD (momentum)', adam: 'Adam', adamw: 'AdamW' };
+/** The torch.optim class of each optimizer (momentum is an argument of SGD): code, the same in every language. */
+const OPTIMIZER_NAMES: Record<string, string> = { sgd: 'SGD', sgd_momentum: 'SGD', adam: 'Adam', adamw: 'AdamW' };
 
 export interface AdviceWords {
   title: string;
@@ -123,6 +124,8 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
         return m.rWhyLoraModels(LORA_MODEL_TYPES);
       case 'needs_amp_bf16':
         return m.rWhyNeedsAmpBf16;
+      case 'gpu_without_bf16':
+        return m.rWhyGpuWithoutBf16;
     }
   };
   return { change: m.rChangeName(n.id), reason: reason() };

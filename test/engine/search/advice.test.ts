@@ -163,6 +163,21 @@ describe('bf16 weights advice', () => {
     expect(planVariants(gpt2('fp32')).variants.map((v) => v.id)).toContain('amp_bf16');
   });
 
+  it('neither bf16 change on a GPU without bf16 arithmetic (V100, T4), which emulates it', () => {
+    const v100 = planGpu(parsePlan({ ...gpt2('fp32'), gpu: { name: 'v100-32gb' } }));
+    const reasons = (p: Parameters<typeof gpt2>[0], gpu: Parameters<typeof planVariants>[3]) => Object.fromEntries(planVariants(gpt2(p), undefined, 'memory', gpu).not_applicable.map((n) => [n.id, n.reason_id]));
+    expect(reasons('fp32', v100).amp_bf16).toBe('gpu_without_bf16');
+    expect(reasons('amp_bf16', v100).bf16_weights).toBe('gpu_without_bf16');
+    expect(reasons('fp32', v100).bf16_weights).toBe('gpu_without_bf16'); // not "autocast bf16 first": that is not advised here either
+    expect(reasons('fp32', planGpu(parsePlan({ ...gpt2('fp32'), gpu: { name: 't4' } }))).amp_bf16).toBe('gpu_without_bf16');
+    // on the H100 (compute capability 9.0) both are simulated, and so does advice on the V100 say
+    expect(reasons('fp32', device).amp_bf16).toBeUndefined();
+    expect(reasons('amp_bf16', device).bf16_weights).toBeUndefined();
+    const advice = advise(gpt2('fp32'), { device: v100 });
+    expect(advice.advice.map((a) => a.id)).not.toContain('amp_bf16');
+    expect(advice.not_applicable).toContainEqual({ id: 'amp_bf16', reason_id: 'gpu_without_bf16' });
+  });
+
   it('says whether the model loads with from_pretrained, and whether LoRA keeps its adapters in fp32', () => {
     const params = (p: Plan) => planVariants(p).variants.find((v) => v.id === 'bf16_weights')?.params;
     expect(params(gpt2('amp_bf16'))).toEqual({ lora: false, hugging_face: true });

@@ -89,6 +89,6 @@ check('nothing fits: medium confidence off the H100', (await page.getByTestId('c
 // the same plan simulated: out of memory, and what it needs
 await page.goto('http://127.0.0.1:5199/?view=simulate&key=llama-oom&locale=zh-CN&theme=light');
 await page.waitForSelector('body[data-ready="1"]', { state: 'attached' });
-check('simulate out of memory: the bytes it needs', /^不设上限时，这个计划的峰值预留显存为 \d+\.\d+\sGiB：比这里 PyTorch 可用的多/.test(((await page.getByTestId('needed-bytes').textContent()) ?? '').trim()));
+check('simulate out of memory: the bytes it needs', /^不设上限时，这个方案的峰值预留显存为 \d+\.\d+\sGiB：比这里 PyTorch 可用的多/.test(((await page.getByTestId('needed-bytes').textContent()) ?? '').trim()));
 check('simulate: the caveats name the GPU as PyTorch prints it', ((await page.getByTestId('caveats').textContent()) ?? '').includes('NVIDIA GeForce RTX 4090'));
 await browser.close();
