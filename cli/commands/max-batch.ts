@@ -1,5 +1,5 @@
 /** `memplan max-batch PLAN.json`: the largest micro-batch that fits a GPU, found on the simulator. */
-import { DEFAULT_SAFETY_MARGIN, InputError, fitsBySearch, formatSize, planVariants, stringifyResult, type AdviceNotComputed, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
+import { DEFAULT_SAFETY_MARGIN, InputError, fitsBySearch, formatSize, setUpAdvice, stringifyResult, type AdviceNotComputed, type AdviceResult, type MaxBatchResult } from '../../engine/index.ts';
 import { EngineWorkers } from '../engine-workers.ts';
 import { parseCommandArgs, parsePositiveInteger } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
@@ -114,7 +114,8 @@ async function run(args: string[]): Promise<void> {
   } finally {
     await workers.close();
   }
-  const changes = advice ? 0 : planVariants({ ...plan, training: { ...plan.training, batch_size: Math.max(1, r.max_batch) } }, r.max_batch, 'batch', device).variants.length;
+  // what --advice would search: the same setup advise makes (LoRA too, for a plan whose batch does not fit)
+  const changes = advice ? 0 : setUpAdvice(plan, { device, goal: 'batch', maxBatch: r }).variants.length;
   if (values.json) {
     const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
     const output: MaxBatchOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };

@@ -1,5 +1,5 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError, advise, formatSize, simulate, stringifyResult, variants, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
+import { InputError, advise, formatSize, setUpAdvice, simulate, stringifyResult, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -104,7 +104,8 @@ async function run(args: string[]): Promise<void> {
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
   const advice = (values.advice ?? !r.fits) ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
-  const changes = advice ? 0 : variants(plan, device).length;
+  // what --advice would simulate: the same setup advise makes (LoRA too, for a plan that does not fit)
+  const changes = advice ? 0 : setUpAdvice(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }).variants.length;
   if (values.json) {
     const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };

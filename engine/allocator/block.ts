@@ -6,40 +6,43 @@
 import type { ExpandableSegment } from './expandable-segment.ts';
 
 export class Block {
+  // Every field is set by `reuse`, the constructor included: one place says what a new block is.
   /** Size in bytes after rounding (what allocated_bytes counts). */
-  size: number;
+  size!: number;
   /** Bytes the caller asked for (requested_bytes). */
-  requestedSize = 0;
+  requestedSize!: number;
   /** Device address. */
-  ptr: number;
-  allocated = false;
+  ptr!: number;
+  allocated!: boolean;
   /** In the allocator's active_blocks: handed out, or freed and waiting for its streams' events. */
-  active = false;
+  active!: boolean;
   /** Its neighbours in the allocator's list of active blocks (CachingAllocator.addActive). */
-  activePrev: Block | null = null;
-  activeNext: Block | null = null;
+  activePrev!: Block | null;
+  activeNext!: Block | null;
   /** Backed by physical pages; false only for the unmapped tail of an expandable segment. */
-  mapped = true;
-  prev: Block | null = null;
-  next: Block | null = null;
+  mapped!: boolean;
+  prev!: Block | null;
+  next!: Block | null;
   /** `get_free_blocks_call_count` of the pool when the block was cached (garbage collection age). */
-  gcCountBase = 0;
-  expandableSegment: ExpandableSegment | null = null;
+  gcCountBase!: number;
+  expandableSegment!: ExpandableSegment | null;
   /** The caller's label for what this memory holds (a tensor's name); the trace and the peak breakdown show it. */
-  label: string | undefined = undefined;
-
-  /** The stream the block was allocated on; a free block serves only that stream. */
-  stream: number;
-  pool: BlockPool;
+  label!: string | undefined;
+  /**
+   * The stream the block was allocated on; a free block serves only that stream. With `pool`, set only by
+   * `reuse`, when the block is in no set (the sets order blocks by them).
+   */
+  stream!: number;
+  pool!: BlockPool;
 
   constructor(stream: number, size: number, pool: BlockPool, ptr: number) {
-    this.stream = stream;
-    this.pool = pool;
-    this.size = size;
-    this.ptr = ptr;
+    this.reuse(stream, size, pool, ptr);
   }
 
-  /** The block as new (`new Block(stream, size, pool, ptr)`), for a Block object the allocator has done with. */
+  /**
+   * The block as new: the constructor, and the allocator's spare blocks (a Block object a merge absorbed, taken
+   * for the next split: CachingAllocator.spareBlocks).
+   */
   reuse(stream: number, size: number, pool: BlockPool, ptr: number): this {
     this.size = size;
     this.requestedSize = 0;

@@ -123,8 +123,8 @@ export class CachingAllocator {
   private readonly expandableSegments: ExpandableSegment[] = [];
   /**
    * Blocks absorbed by a merge, reused for the next split: a split makes a Block and a free merges one away on
-   * every other request. The Llama 2 70B search on 2 TiB uses 845,000 blocks: 105,000 Block objects are made, the
-   * rest reused.
+   * every other request. The Llama 2 70B search on 2 TiB (`npm run bench`'s, bench/cli.ts) uses 845,000 blocks:
+   * 105,000 Block objects are made, the rest reused.
    */
   private readonly spareBlocks: Block[] = [];
   /** `total_allocated_memory`: bytes reserved from the device (segments and mapped pages). */
@@ -510,7 +510,10 @@ export class CachingAllocator {
     dst.size += src.size;
     const absorbed = src.size;
     // Nothing refers to src any more (a block handed out is never merged; its storage let go of it when freed).
-    if (src.expandableSegment === null) this.spareBlocks.push(src);
+    if (src.expandableSegment === null) {
+      src.prev = src.next = null; // its old neighbours may go
+      this.spareBlocks.push(src);
+    }
     return absorbed;
   }
 

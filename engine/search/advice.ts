@@ -29,17 +29,19 @@ function withTraining(plan: Plan, training: Partial<Plan['training']>): Plan {
   return { ...plan, training: { ...plan.training, ...training } };
 }
 
-/**
- * The changes worth simulating for this plan, and those that cannot apply (already done, or nothing to change).
- * `microBatch` is the batch the accumulation change starts from: the plan's own, or the largest that fits. `gpu`:
- * the GPU it runs on, where it decides (bf16 where the GPU computes in it).
- */
-export function planVariants(
-  plan: Plan,
-  microBatch = plan.training.batch_size,
-  goal: 'memory' | 'batch' = 'memory',
-  gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>,
-): { variants: Variant[]; not_applicable: NotApplicable[] } {
+/** What the changes to try depend on besides the plan. */
+export interface VariantOptions {
+  /** The batch the accumulation change starts from: the plan's own (default), or the largest that fits. */
+  microBatch?: number;
+  /** `memory` (default): the same effective batch in less memory; `batch`: a larger effective batch. */
+  goal?: 'memory' | 'batch';
+  /** The GPU, where it decides (bf16 only where it computes in bf16); any GPU when not given. */
+  gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>;
+}
+
+/** The changes worth simulating for this plan, and those that cannot apply (already done, or nothing to change). */
+export function planVariants(plan: Plan, options: VariantOptions = {}): { variants: Variant[]; not_applicable: NotApplicable[] } {
+  const { microBatch = plan.training.batch_size, goal = 'memory', gpu } = options;
   const t = plan.training;
   const variants: Variant[] = [];
   const notApplicable: NotApplicable[] = [];
@@ -98,9 +100,10 @@ function hfModelType(plan: Plan): string | null {
 /**
  * Note [LoRA advice]: LoRA changes what is trained (the base frozen, only adapters learn), so unlike the other
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
- * batch, under the `batch` goal), with PEFT's defaults on the model type's default targets, which is what
- * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds. `already_set` when the plan trains adapters
- * or freezes parameters already; `no_default_targets` for a model PEFT has no default for here; `plan_fits` otherwise.
+ * batch, under the `batch` goal), with LoraConfig's defaults on the model type's default targets, which is what
+ * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds (phi3, which PEFT has no default for: its fused
+ * qkv_proj). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
+ * model with no default targets here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {
   const t = plan.training;
@@ -108,7 +111,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   const targets = peftDefaultTargets(modelType ?? '');
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
-    const message = `LoRA advice needs a Hugging Face model PEFT has default target modules for (${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
+    const message = `LoRA advice needs a Hugging Face model with default target modules (PEFT's; phi3's fused qkv_proj: ${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
     return { skip: { id: 'lora', reason_id: 'no_default_targets', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };
@@ -118,7 +121,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
 
 /** The variants worth simulating (the `memory` goal) on a GPU (any, when not given). */
 export function variants(plan: Plan, gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>): Variant[] {
-  return planVariants(plan, plan.training.batch_size, 'memory', gpu).variants;
+  return planVariants(plan, { gpu }).variants;
 }
 
 export interface AdviceOptions {
@@ -165,7 +168,7 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
   const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
-  const { variants: candidates, not_applicable: notApplicable } = planVariants(at, search ? search.max_batch : plan.training.batch_size, goal, device);
+  const { variants: candidates, not_applicable: notApplicable } = planVariants(at, { microBatch: search ? search.max_batch : plan.training.batch_size, goal, gpu: device });
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
   const lora = loraVariant(at, () => (search ? fitsBySearch(search, plan.training.batch_size) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
   if ('variant' in lora) candidates.push(lora.variant);

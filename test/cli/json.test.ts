@@ -117,6 +117,12 @@ describe('what the CLI says does not contradict itself (issue 13)', () => {
   });
 });
 
+/** The changes an advice simulated (or searched): those it advises, and those it found to save nothing or cost more. */
+function simulatedChanges(advice: unknown): number {
+  const a = adviceResultSchema.parse(advice);
+  return a.advice.length + a.not_applicable.filter((n) => ['saves_nothing', 'uses_more_memory', 'no_larger_batch', 'not_simulated'].includes(n.reason_id)).length;
+}
+
 describe('advice: by default only for a plan that does not fit (issue #15)', () => {
   it('simulate: a plan that fits gets the same result without it, and the flag that asks for it', () => {
     const { advice_not_computed: notComputed, ...byDefault } = json('simulate', 'examples/mlp-fp16.plan.json', '--json');
@@ -155,6 +161,7 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     expect(byDefault).not.toHaveProperty('advice');
     const { changes } = adviceNotComputedSchema.parse(notComputed);
     expect(notComputed).toEqual({ reason: 'plan_fits', changes });
+    expect(changes).toBe(simulatedChanges(json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--advice').advice));
     expect(maxBatchResultSchema.parse(byDefault).max_batch).toBeGreaterThanOrEqual(JSON.parse(readFileSync(join(root, 'examples/mlp-fp16.plan.json'), 'utf8')).training.batch_size);
     const { advice, ...rest } = json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--json', '--advice');
     expect(changes).toBeGreaterThan(0);
@@ -172,6 +179,17 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     const failing = search.trials.find((t) => !t.fits && t.batch < search.max_batch); // 3584 below 4096
     expect(failing).toBeDefined();
     expect(json('max-batch', 'examples/mlp-fp16.plan.json', '--memory-limit', '1GiB', '--batch-size', String(failing!.batch), '--json')).toHaveProperty('advice');
+  });
+
+  it('the changes it counts are the ones --advice simulates, LoRA included for a full fine-tune that does not fit', () => {
+    const tinyllama = join(root, 'resources/measure/scenarios/heldout/heldout_tinyllama_4l_fp32_adam_forloop_seq256_cap10g.json');
+    for (const command of ['simulate', 'max-batch']) {
+      const { advice } = json(command, tinyllama, '--batch-size', '40', '--json');
+      expect(adviceResultSchema.parse(advice).not_applicable.find((n) => n.id === 'lora')?.reason_id ?? 'advised').not.toBe('plan_fits');
+      const notAsked = adviceNotComputedSchema.parse(json(command, tinyllama, '--batch-size', '40', '--json', '--no-advice').advice_not_computed);
+      expect(notAsked.reason).toBe('no_advice');
+      expect(notAsked.changes, command).toBe(simulatedChanges(advice));
+    }
   });
 
   it('max-batch --gpu all computes no advice, and says so when asked for it', () => {

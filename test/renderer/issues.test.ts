@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { catalogues } from '../../renderer/src/i18n/index.ts';
-import { localizeIssue } from '../../renderer/src/i18n/issues.ts';
+import { localizeEngineMessage, localizeIssue } from '../../renderer/src/i18n/issues.ts';
 import { InputError } from '../../engine/errors.ts';
 import { markFrozen } from '../../engine/models/peft/lora.ts';
 import { parsePlan, safeParsePlan } from '../../engine/plan/parse.ts';
@@ -178,5 +178,20 @@ describe('engine problems in Chinese', () => {
 
   it('shows a message of another shape as the engine wrote it', () => {
     expect(zh('something new the engine says')).toBe('something new the engine says');
+  });
+
+  it('words an engine error that crossed as text with its field path (a compared change, an advice change not simulated)', () => {
+    let message = '';
+    try {
+      simulate(parsePlan(plan({ preset: 'gpt2' }, { seq_len: 2048 })), { device: planGpu(parsePlan(plan({ preset: 'gpt2' }))), timelinePoints: 0 });
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      message = error.message;
+    }
+    expect(message).toBe("training.seq_len: 2048 is more than the model's 1024 positions");
+    expect(localizeIssue(message, catalogues['zh-CN'], 'zh-CN')).toBe(message); // the path keeps the pattern from matching
+    expect(localizeEngineMessage(message, catalogues['zh-CN'], 'zh-CN')).toBe('training.seq_len: 2048 超过了模型的最大位置数 1024');
+    expect(localizeEngineMessage(message, catalogues.en, 'en')).toBe(message);
+    expect(localizeEngineMessage('not a field: something', catalogues['zh-CN'], 'zh-CN')).toBe('not a field: something');
   });
 });

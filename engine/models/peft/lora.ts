@@ -40,7 +40,7 @@ export interface FineTuning {
 
 export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
-/** The `model_type`s memplan simulates LoRA on (each has PEFT default targets: `peftDefaultTargets`). */
+/** The `model_type`s memplan simulates LoRA on (each has default targets: PEFT's, phi3's fused qkv_proj: `peftDefaultTargets`). */
 export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'phi3', 'gemma2', 'gemma3_text'];
 
 /**

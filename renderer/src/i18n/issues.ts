@@ -213,3 +213,15 @@ export function localizeIssue(message: string, m: Messages, locale: Locale): str
   }
   return message;
 }
+
+/** A field path and what is wrong there, as an InputError's message puts them (`training.seq_len: ...`). */
+const AT_FIELD = /^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+): ([\s\S]*)$/;
+
+/**
+ * An engine error's message as it crossed as text (an advice change or a compared change the engine could not
+ * simulate): `localizeIssue` on what is wrong, the field path kept as it is.
+ */
+export function localizeEngineMessage(message: string, m: Messages, locale: Locale): string {
+  const match = AT_FIELD.exec(message);
+  return match ? `${match[1]}: ${localizeIssue(match[2]!, m, locale)}` : localizeIssue(message, m, locale);
+}

@@ -467,7 +467,7 @@ const zh = {
     `${gpu} 没有 bf16 运算单元（计算能力低于 8.0）：PyTorch 会模拟 bf16，速度慢得多，注意力也改用 math 后端，要保存注意力分数（这里按此模拟）。这块 GPU 原生支持的是 fp16 加 AMP 的 GradScaler。`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大可行 batch size 搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
   rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
-  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行（4 层，hidden_size 1024：峰值已分配显存误差在 0.03% 以内，预留显存在 3% 以内（from_config 构建；用 from_pretrained 加载时为 5.2%，主机内存的位置会改变驱动分配的段的地址））以及一次真实的最大可行 batch size 搜索核对过，还没有在公开发布的规模上核对。',
+  rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行以及一次真实的最大可行 batch size 搜索核对过，还没有在公开发布的规模上核对。那几次运行为 4 层、hidden_size 1024：峰值已分配显存误差在 0.03% 以内；预留显存用 from_config 构建时在 3% 以内，用 from_pretrained 加载时为 5.2%，因为主机内存的位置会改变驱动分配的段的地址。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `混合专家（${experts} 个专家，每个 token 路由到 ${topK} 个）：transformers 用 grouped_mm 计算专家，占用的显存与 token 路由到哪些专家无关。均衡路由和最坏情况（所有 token 都路由到同样的 ${topK} 个专家）需要的显存相同。`,
 };

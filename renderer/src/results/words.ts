@@ -9,7 +9,7 @@ import type { Category } from '../charts/categories.ts';
 import { formatBytes, formatCount } from '../charts/units.ts';
 import { LORA_MODEL_TYPES } from '../../../engine/index.ts';
 import { catalogues } from '../i18n/index.ts';
-import { localizeIssue } from '../i18n/issues.ts';
+import { localizeEngineMessage } from '../i18n/issues.ts';
 
 export type M = ResultMessages;
 export const messagesFor = (locale: Locale): M => results[locale] as M;
@@ -119,7 +119,7 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
       case 'plan_fits':
         return m.rWhyPlanFits;
       case 'not_simulated':
-        return m.rWhyNotSimulated(n.message ? localizeIssue(n.message, catalogues[locale], locale) : '');
+        return m.rWhyNotSimulated(n.message ? localizeEngineMessage(n.message, catalogues[locale], locale) : '');
       case 'no_default_targets':
         return m.rWhyLoraModels(LORA_MODEL_TYPES);
       case 'needs_amp_bf16':

@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants, type Plan } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants, type Plan, type VariantOptions } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -165,12 +165,12 @@ describe('bf16 weights advice', () => {
 
   it('neither bf16 change on a GPU without bf16 arithmetic (V100, T4), which emulates it', () => {
     const v100 = planGpu(parsePlan({ ...gpt2('fp32'), gpu: { name: 'v100-32gb' } }));
-    const reasons = (p: Parameters<typeof gpt2>[0], gpu: Parameters<typeof planVariants>[3]) => Object.fromEntries(planVariants(gpt2(p), undefined, 'memory', gpu).not_applicable.map((n) => [n.id, n.reason_id]));
+    const reasons = (p: Parameters<typeof gpt2>[0], gpu: VariantOptions['gpu']) => Object.fromEntries(planVariants(gpt2(p), { gpu }).not_applicable.map((n) => [n.id, n.reason_id]));
     expect(reasons('fp32', v100).amp_bf16).toBe('gpu_without_bf16');
     expect(reasons('amp_bf16', v100).bf16_weights).toBe('gpu_without_bf16');
     expect(reasons('fp32', v100).bf16_weights).toBe('gpu_without_bf16'); // not "autocast bf16 first": that is not advised here either
     expect(reasons('fp32', planGpu(parsePlan({ ...gpt2('fp32'), gpu: { name: 't4' } }))).amp_bf16).toBe('gpu_without_bf16');
-    // on the H100 (compute capability 9.0) both are simulated, and so does advice on the V100 say
+    // on the H100 (compute capability 9.0) both are simulated; advice on the V100 lists neither and says why
     expect(reasons('fp32', device).amp_bf16).toBeUndefined();
     expect(reasons('amp_bf16', device).bf16_weights).toBeUndefined();
     const advice = advise(gpt2('fp32'), { device: v100 });

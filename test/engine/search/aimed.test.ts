@@ -22,7 +22,7 @@ describe('aimed searches', () => {
     const at = { ...plan, training: { ...plan.training, batch_size: search.max_batch } };
     let aimedTrials = 0;
     let doublingTrials = 0;
-    for (const v of planVariants(at, search.max_batch, 'batch').variants) {
+    for (const v of planVariants(at, { microBatch: search.max_batch, goal: 'batch' }).variants) {
       const doubling = largestBatch(v.plan, { device });
       const aimed = largestBatch(v.plan, { device }, start);
       expect(aimed.max_batch, v.id).toBe(doubling.max_batch);
