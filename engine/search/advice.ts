@@ -119,9 +119,9 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets }, plan: withTraining(plan, { lora }) } };
 }
 
-/** The variants worth simulating (the `memory` goal) on a GPU (any, when not given). */
-export function variants(plan: Plan, gpu?: Pick<DeviceSpec, 'vendor' | 'compute_capability'>): Variant[] {
-  return planVariants(plan, { gpu }).variants;
+/** The variants worth simulating (the `memory` goal, on any GPU). */
+export function variants(plan: Plan): Variant[] {
+  return planVariants(plan).variants;
 }
 
 export interface AdviceOptions {

@@ -40,7 +40,10 @@ export interface FineTuning {
 
 export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
-/** The `model_type`s memplan simulates LoRA on (each has default targets: PEFT's, phi3's fused qkv_proj: `peftDefaultTargets`). */
+/**
+ * The `model_type`s memplan simulates LoRA on, each with default targets (`peftDefaultTargets`: PEFT's, and phi3's
+ * fused qkv_proj).
+ */
 export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'phi3', 'gemma2', 'gemma3_text'];
 
 /**
