@@ -17,7 +17,7 @@ export { DEFAULT_GPU, deviceFor, planGpu, capBytes, planNeedsConvTable, type Dev
 // Simulating, searching, advising, replaying.
 export { simulate, type SimulateOptions } from './train/simulate.ts';
 export { searchMaxBatch, findMaxBatch, fitsBySearch, likelyTrials, nextTrial, searchOnPool, simulateTrial, kWorthWorkersMs, DEFAULT_SAFETY_MARGIN, type MaxBatchOptions, type PoolSearchOptions, type PoolSearchStats, type TrialOutcome, type TrialPool } from './search/max-batch.ts';
-export { adviseSteps, advise, adviseVariant, planVariants, rankAdvice, setUpAdvice, variants, type AdviceEvent, type AdviceOptions, type AdviceSetup, type Variant, type VariantOptions } from './search/advice.ts';
+export { adviseSteps, advise, adviseVariant, planVariants, rankAdvice, setUpAdvice, type AdviceEvent, type AdviceOptions, type AdviceSetup, type Variant, type VariantOptions } from './search/advice.ts';
 export { readSnapshotBytes, parseSnapshot, type MemorySnapshot } from './snapshot/snapshot.ts';
 export { replay, replaySteps, DEFAULT_WHAT_IFS, type ReplayRequest } from './snapshot/replay-result.ts';
 export { maybeGunzip } from './snapshot/gzip.ts';

@@ -119,11 +119,6 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets }, plan: withTraining(plan, { lora }) } };
 }
 
-/** The variants worth simulating (the `memory` goal, on any GPU). */
-export function variants(plan: Plan): Variant[] {
-  return planVariants(plan).variants;
-}
-
 export interface AdviceOptions {
   device: DeviceSpec;
   /** `memory` (default): lower peak reserved; `batch`: a larger effective batch than `maxBatch`'s. */

@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, variants, type Plan, type VariantOptions } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, type Plan, type VariantOptions } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -20,9 +20,9 @@ const device = planGpu(plan);
 
 describe('advice', () => {
   it('offers the changes that apply to the plan, each a changed copy of it', () => {
-    const ids = variants(plan).map((v) => v.id);
+    const ids = planVariants(plan).variants.map((v) => v.id);
     expect(ids).toEqual(['amp_bf16', 'checkpointing', 'fused_optimizer', 'accumulation', 'expandable_segments']);
-    const accumulation = variants(plan).find((v) => v.id === 'accumulation')!;
+    const accumulation = planVariants(plan).variants.find((v) => v.id === 'accumulation')!;
     expect(accumulation.plan.training.batch_size * accumulation.plan.training.grad_accumulation_steps).toBe(8192);
     expect(plan.training.batch_size).toBe(8192); // the plan itself is untouched
   });
@@ -32,7 +32,7 @@ describe('advice', () => {
     expect(adviceResultSchema.parse(result)).toEqual(result);
     const base = simulate(plan, { device }).peak_reserved_bytes;
     for (const a of result.advice) {
-      const v = variants(plan).find((x) => x.id === a.id)!;
+      const v = planVariants(plan).variants.find((x) => x.id === a.id)!;
       expect(a.peak_reserved_bytes).toBe(simulate(v.plan, { device }).peak_reserved_bytes);
       expect(a.saved_bytes).toBe(base - a.peak_reserved_bytes);
     }
