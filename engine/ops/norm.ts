@@ -43,12 +43,13 @@ function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   cuda.release(contiguousCopy);
   autograd.record('NativeLayerNormBackward0', [x, weight, bias], [out], saved, ([grad]) => {
     if (!grad) return [null, null, null];
-    // layer_norm_backward_cuda: `X = input.expect_contiguous()`, dX, dgamma, dbeta, then the kernel's
-    // `dY.contiguous()` argument (measured order on the H100, ViT-B/16)
+    // layer_norm_backward_cuda: `X = input.expect_contiguous()`, dX, dgamma, dbeta, each only where
+    // grad_input_mask asks for it (a frozen weight or bias gets none: measured with LoRA on GPT-2), then the
+    // kernel's `dY.contiguous()` argument (measured order on the H100, ViT-B/16)
     const xCopy = inputContiguous ? null : cuda.empty(x.shape, x.dtype, `${label} backward: input.contiguous()`, 'temporary');
     const dx = autograd.needsGrad([x]) ? cuda.empty(x.shape, grad.dtype, `grad of ${label} input`) : null;
-    const dw = cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`);
-    const db = bias ? cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`) : null;
+    const dw = autograd.needsGrad([weight]) ? cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`) : null;
+    const db = bias && autograd.needsGrad([bias]) ? cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`) : null;
     const gCopy = layout.gradContiguous === false ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary') : null;
     cuda.release(gCopy);
     cuda.release(xCopy);

@@ -37,8 +37,9 @@ describe('what is not advised', () => {
     // bf16 weights save GPT-2's fp32 weights, gradients and AdamW state: advised, in words
     await expect.poll(() => page.locator('[data-testid="advice-bf16_weights"]').textContent().catch(() => ''), { timeout: 60_000 }).toContain('Load the weights in bf16 and train without autocast');
     expect(await page.locator('[data-testid="advice-bf16_weights"]').textContent()).toContain('from_pretrained(..., dtype=torch.bfloat16)');
-    expect(await item('lora').getAttribute('data-reason')).toBe('no_default_targets');
-    expect((await item('lora').textContent())?.trim()).toMatch(/advised only for the models with default target modules \(PEFT’s; Phi-3’s fused qkv_proj\): llama, .*gemma3_text$/);
+    // GPT-2 has PEFT's default target (c_attn), and the plan fits: LoRA changes what is trained, so not advised
+    expect(await item('lora').getAttribute('data-reason')).toBe('plan_fits');
+    expect((await item('lora').textContent())?.trim()).toContain('the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit');
     // Advised changes are not listed again as not advised.
     const advised = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')!.replace('advice-', '')));
     expect(advised.length).toBeGreaterThan(0);
@@ -61,7 +62,7 @@ describe('what is not advised', () => {
     await page.keyboard.press('Escape');
     await expect.poll(() => list.locator('h4').textContent()).toBe('未列入建议的改动');
     expect(await item('amp_bf16').textContent()).toContain('方案已经用低精度训练');
-    expect(await item('lora').textContent()).toContain('只为有默认 target_modules 的模型建议（PEFT 的默认值；Phi-3 用融合的 qkv_proj）：llama、mistral');
+    expect(await item('lora').textContent()).toContain('方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议');
     await list.scrollIntoViewIfNeeded();
     await screenshot(page, 'advice-not-advised-zh-CN');
     await page.locator('#view-max-batch').click();

@@ -4,6 +4,10 @@
  * mlp.c_proj (weight then bias; Conv1D weights stored [in, out]), ln_f; lm_head is wte (tied), moved once; no
  * buffers. `config.use_cache` (true by default) makes a DynamicCache in training too, whose K/V copies every
  * layer's attention then uses; gradient checkpointing turns it off.
+ * LoRA: PEFT wraps a targeted `Conv1D` as it wraps an `nn.Linear` (peft/tuners/lora/layer.py `dispatch_default`:
+ * `Linear(..., fan_in_fan_out=True, is_target_conv_1d_layer=True)`), in and out features read from the [in, out]
+ * weight; fan_in_fan_out only transposes the weight when merging, so the forward is `lora.Linear`'s
+ * (models/peft/lora.ts `loraForward`). PEFT's default target for gpt2 is `c_attn`.
  */
 import type { AttentionDevice } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
@@ -20,7 +24,7 @@ import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCo
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
 import { runBlocks } from '../checkpointing.ts';
-import type { FineTuning } from '../peft/lora.ts';
+import { FULL_FINE_TUNING, InputsRequireGrad, isLoraTarget, loraForward, type FineTuning } from '../peft/lora.ts';
 
 export interface HfModelOptions {
   dtype: DType;
@@ -34,30 +38,43 @@ export interface HfModelOptions {
 
 export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
+  const tuning = options.tuning ?? FULL_FINE_TUNING;
   const e = cfg.hidden;
   const params: ParameterSpec[] = [];
   const p = (name: string, shape: number[]) => params.push({ name, shape, dtype });
+  /** A `Conv1D` at `path` ([in, out] weight, a bias), and the LoRA adapter PEFT adds after them when it is a target. */
+  const conv1dModule = (path: string, inFeatures: number, outFeatures: number) => {
+    params.push({ name: `${path}.weight`, shape: [inFeatures, outFeatures], dtype, linear: true });
+    params.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
+    if (tuning.lora && isLoraTarget(path, tuning.lora.target_modules)) {
+      params.push({ name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true });
+      params.push({ name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true });
+    }
+  };
   p('transformer.wte.weight', [cfg.vocabSize, e]);
   p('transformer.wpe.weight', [cfg.positions, e]);
   for (let i = 0; i < cfg.layers; i++) {
     const h = `transformer.h.${i}`;
     p(`${h}.ln_1.weight`, [e]);
     p(`${h}.ln_1.bias`, [e]);
-    p(`${h}.attn.c_attn.weight`, [e, 3 * e]);
-    p(`${h}.attn.c_attn.bias`, [3 * e]);
-    p(`${h}.attn.c_proj.weight`, [e, e]);
-    p(`${h}.attn.c_proj.bias`, [e]);
+    conv1dModule(`${h}.attn.c_attn`, e, 3 * e);
+    conv1dModule(`${h}.attn.c_proj`, e, e);
     p(`${h}.ln_2.weight`, [e]);
     p(`${h}.ln_2.bias`, [e]);
-    p(`${h}.mlp.c_fc.weight`, [e, cfg.inner]);
-    p(`${h}.mlp.c_fc.bias`, [cfg.inner]);
-    p(`${h}.mlp.c_proj.weight`, [cfg.inner, e]);
-    p(`${h}.mlp.c_proj.bias`, [e]);
+    conv1dModule(`${h}.mlp.c_fc`, e, cfg.inner);
+    conv1dModule(`${h}.mlp.c_proj`, cfg.inner, e);
   }
   p('transformer.ln_f.weight', [e]);
   p('transformer.ln_f.bias', [e]);
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
+  /** `module(x)` for the Conv1D at `path`: with its LoRA adapter when it has one. */
+  const conv = (rt: Runtime, x: Tensor, path: string) => {
+    const out = conv1d(rt, x, w(`${path}.weight`), w(`${path}.bias`), path);
+    const loraA = tuning.lora ? weights.get(`${path}.lora_A.default.weight`) : undefined;
+    return loraA ? loraForward(rt, x, out, loraA, w(`${path}.lora_B.default.weight`), tuning.lora!, path) : out;
+  };
+  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   const heads = cfg.heads;
   const headDim = e / heads;
   // gradient checkpointing forces use_cache=False
@@ -78,7 +95,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       softmaxFp32: false,
       label: `${h} attention`,
     };
-    const qkv = conv1d(rt, x, w(`${h}.c_attn.weight`), w(`${h}.c_attn.bias`), `${h}.c_attn`);
+    const qkv = conv(rt, x, `${h}.c_attn`);
     const parts = splitLastDim(rt, qkv, 3);
     cuda.release(qkv); // the temporary `self.c_attn(hidden_states)`: its views keep it
     const copies = gradCopies(qkv, call);
@@ -95,7 +112,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       cache.push(cuda.ref(k), cuda.ref(v)); // the DynamicCache keeps them until the output is dropped
     }
     const { out: merged, weights } = attend(rt, q, k, v, call);
-    const proj = conv1d(rt, merged, w(`${h}.c_proj.weight`), w(`${h}.c_proj.bias`), `${h}.c_proj`);
+    const proj = conv(rt, merged, `${h}.c_proj`);
     cuda.release(merged);
     const out = dropout(rt, proj, cfg.residDropout, `${h}.resid_dropout`);
     cuda.release(proj);
@@ -106,10 +123,10 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   function mlp(rt: Runtime, x: Tensor, i: number): Tensor {
     const { cuda } = rt;
     const m = `transformer.h.${i}.mlp`;
-    const fc = conv1d(rt, x, w(`${m}.c_fc.weight`), w(`${m}.c_fc.bias`), `${m}.c_fc`);
+    const fc = conv(rt, x, `${m}.c_fc`);
     const act = hfActivation(rt, cfg.activation, fc, `${m}.act`);
     cuda.release(fc);
-    const proj = conv1d(rt, act, w(`${m}.c_proj.weight`), w(`${m}.c_proj.bias`), `${m}.c_proj`);
+    const proj = conv(rt, act, `${m}.c_proj`);
     cuda.release(act);
     const out = dropout(rt, proj, cfg.residDropout, `${m}.dropout`);
     cuda.release(proj);
@@ -145,6 +162,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('transformer.wte.weight'), ids!, 'transformer.wte');
+      inputsRequireGrad?.hook(rt, inputsEmbeds);
       const positions = positionIds(rt, t);
       const positionEmbeds = embedding(rt, w('transformer.wpe.weight'), positions, 'transformer.wpe');
       const summed = addTensors(rt, inputsEmbeds, positionEmbeds, 'inputs_embeds + position_embeds');
@@ -165,6 +183,9 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       cuda.release(logits);
       for (const x of cache.splice(0)) cuda.release(x);
       return loss;
+    },
+    releaseGraph(rt) {
+      inputsRequireGrad?.releaseGraph(rt);
     },
   };
 }

@@ -94,8 +94,12 @@ describe('plans LoRA cannot run are refused at their field', () => {
     expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types llama, .*; to train part of this model, freeze the rest \(training\.freeze\)$/);
   });
 
-  it('LoRA on GPT-2 (Conv1D) is not simulated yet', () => {
-    refused({ model_type: 'gpt2', n_layer: 2 }, { lora: { ...lora, target_modules: ['c_attn'] } }, /training\.lora: LoRA on gpt2 is not simulated yet/);
+  it('LoRA on BERT is not simulated yet', () => {
+    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['query', 'value'] } }, /^training\.lora: LoRA on bert is not simulated yet; simulated: llama, .*, gpt2$/);
+  });
+
+  it("GPT-2's modules are Conv1D: a target naming none of them lists c_attn, c_proj and c_fc", () => {
+    refused({ model_type: 'gpt2', n_layer: 2 }, { lora: { ...lora, target_modules: ['q_proj'] } }, /^training\.lora\.target_modules: no nn\.Linear of this model is named "q_proj"; its nn\.Linear modules are named c_attn, c_proj, c_fc$/);
   });
 
   it('a freeze pattern that matches nothing (a typo would train everything)', () => {
@@ -103,8 +107,11 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 });
 
-describe('LoRA on Gemma 2, Gemma 3 and Mixtral (the H100 recordings lora_gemma*, lora_mixtral*)', () => {
-  for (const name of ['lora_gemma2_4l_amp_bf16_ckpt', 'lora_gemma3_6l_bf16_adamw_s1024', 'lora_mixtral_4l_bf16_sgdm_s1024', 'lora_mixtral_4l_bf16_adamw_s512_ckpt']) {
+describe('LoRA on Gemma 2, Gemma 3, Mixtral and GPT-2 (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*)', () => {
+  const recordings = ['lora_gemma2_4l_amp_bf16_ckpt', 'lora_gemma3_6l_bf16_adamw_s1024', 'lora_mixtral_4l_bf16_sgdm_s1024', 'lora_mixtral_4l_bf16_adamw_s512_ckpt'];
+  // GPT-2's Conv1D modules, wrapped by PEFT as nn.Linear: c_attn alone (PEFT's default), c_attn and c_proj, every one
+  recordings.push('lora_gpt2_small_bf16_c_attn_adamw', 'lora_gpt2_medium_amp_fp16_c_attn_c_proj', 'lora_gpt2_small_amp_bf16_all_ckpt');
+  for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {
       const { readFileSync } = await import('node:fs');
       const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as {

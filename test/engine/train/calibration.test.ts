@@ -81,6 +81,11 @@ const EXACT = [
   'lora_mistral_7b_bf16_qv_ckpt_s2048_b7_cap24g',
   // Phi-3 mini's full fine-tune at 27,648 tokens: CUB's scan in the embedding's backward needs 17 tile states or more
   'phi3_mini_bf16_ckpt_adamw_s1024_b27_cap40g',
+  // LoRA on GPT-2: PEFT wraps its Conv1D modules as nn.Linear, and a frozen LayerNorm gets no weight or bias
+  // gradients (grad_input_mask)
+  'lora_gpt2_small_bf16_c_attn_adamw',
+  'lora_gpt2_small_amp_bf16_all_ckpt',
+  'lora_gpt2_medium_amp_fp16_c_attn_c_proj',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
