@@ -108,9 +108,16 @@ describe('plans LoRA cannot run are refused at their field', () => {
 });
 
 describe('LoRA on Gemma 2, Gemma 3, Mixtral and GPT-2 (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*)', () => {
-  const recordings = ['lora_gemma2_4l_amp_bf16_ckpt', 'lora_gemma3_6l_bf16_adamw_s1024', 'lora_mixtral_4l_bf16_sgdm_s1024', 'lora_mixtral_4l_bf16_adamw_s512_ckpt'];
-  // GPT-2's Conv1D modules, wrapped by PEFT as nn.Linear: c_attn alone (PEFT's default), c_attn and c_proj, every one
-  recordings.push('lora_gpt2_small_bf16_c_attn_adamw', 'lora_gpt2_medium_amp_fp16_c_attn_c_proj', 'lora_gpt2_small_amp_bf16_all_ckpt');
+  const recordings = [
+    'lora_gemma2_4l_amp_bf16_ckpt',
+    'lora_gemma3_6l_bf16_adamw_s1024',
+    'lora_mixtral_4l_bf16_sgdm_s1024',
+    'lora_mixtral_4l_bf16_adamw_s512_ckpt',
+    // GPT-2's Conv1D modules, wrapped by PEFT as nn.Linear: c_attn alone (PEFT's default), c_attn and c_proj, all
+    'lora_gpt2_small_bf16_c_attn_adamw',
+    'lora_gpt2_medium_amp_fp16_c_attn_c_proj',
+    'lora_gpt2_small_amp_bf16_all_ckpt',
+  ];
   for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {
       const { readFileSync } = await import('node:fs');
