@@ -80,6 +80,32 @@ const gemma3 = (source: string, shape: Record<string, unknown>, parameters: stri
 });
 // Mixtral: Mistral's attention (32k-token vocabulary for 8x7B, 32,768 for 8x22B; no sliding window) with 8 experts
 // a layer, 2 of them per token, in place of the MLP.
+/** Qwen3's MoE models (Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B config.json): 128 experts, 8 a token, renormalized. */
+const qwen3Moe = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
+  kind: 'hf',
+  family: 'Qwen3-MoE',
+  parameters,
+  source,
+  config: {
+    model_type: 'qwen3_moe',
+    architectures: ['Qwen3MoeForCausalLM'],
+    hidden_act: 'silu',
+    vocab_size: 151936,
+    max_position_embeddings: 40960,
+    head_dim: 128,
+    num_key_value_heads: 4,
+    num_experts: 128,
+    num_experts_per_tok: 8,
+    norm_topk_prob: true,
+    decoder_sparse_step: 1,
+    mlp_only_layers: [],
+    rope_theta: 1000000,
+    tie_word_embeddings: false,
+    output_router_logits: false,
+    ...shape,
+  },
+});
+
 const mixtral = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
   kind: 'hf',
   family: 'Mixtral',
@@ -124,6 +150,8 @@ export const PRESETS: Record<string, Preset> = {
   'gemma-3-4b': gemma3('google/gemma-3-4b-pt (text_config)', { hidden_size: 2560, intermediate_size: 10240, num_hidden_layers: 34, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '3.9B text'),
   'gemma-3-12b': gemma3('google/gemma-3-12b-pt (text_config)', { hidden_size: 3840, intermediate_size: 15360, num_hidden_layers: 48, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 256, query_pre_attn_scalar: 256, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '11.8B text'),
   'gemma-3-27b': gemma3('google/gemma-3-27b-pt (text_config)', { hidden_size: 5376, intermediate_size: 21504, num_hidden_layers: 62, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 168, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '27.0B text'),
+  'qwen3-30b-a3b': qwen3Moe('Qwen/Qwen3-30B-A3B', { hidden_size: 2048, intermediate_size: 6144, moe_intermediate_size: 768, num_hidden_layers: 48, num_attention_heads: 32 }, '30.5B'),
+  'qwen3-235b-a22b': qwen3Moe('Qwen/Qwen3-235B-A22B', { hidden_size: 4096, intermediate_size: 12288, moe_intermediate_size: 1536, num_hidden_layers: 94, num_attention_heads: 64 }, '235B'),
   'mixtral-8x7b': mixtral('mistralai/Mixtral-8x7B-v0.1', { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 32768 }, '46.7B'),
   'mixtral-8x22b': mixtral('mistralai/Mixtral-8x22B-v0.1', { hidden_size: 6144, intermediate_size: 16384, num_hidden_layers: 56, num_attention_heads: 48, num_key_value_heads: 8, vocab_size: 32768, max_position_embeddings: 65536 }, '141B'),
   resnet18: { kind: 'torchvision', family: 'ResNet', name: 'resnet18', parameters: '11.7M' },

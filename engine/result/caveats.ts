@@ -40,12 +40,12 @@ export const caveatSchema = z.discriminatedUnion('id', [
   /**
    * A model family implemented from transformers' source and checked only against a few small calibration runs
    * (peaks, not event by event), with no real largest-batch search recorded (docs/engine.md, known gaps). Only
-   * Mixtral now; gemma2 and gemma3_text appear in results saved before Gemma 2 2B and Gemma 3 1B were measured,
-   * which stay readable.
+   * Mixtral and Qwen3-MoE now; gemma2 and gemma3_text appear in results saved before Gemma 2 2B and Gemma 3 1B were
+   * measured, which stay readable.
    */
-  z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text', 'mixtral']) }),
+  z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text', 'mixtral', 'qwen3_moe']) }),
   /**
-   * A sparse mixture of experts (Mixtral): which experts each token goes to depends on the data and the router, so
+   * A sparse mixture of experts (Mixtral, Qwen3-MoE): which experts each token goes to depends on the data and the router, so
    * memplan cannot know it. transformers 5.17 runs the experts with `grouped_mm` by default, whose every allocation
    * is sized by tokens x top_k, whatever the routing: balanced routing and the worst case (every token to the same
    * top_k experts) need the same memory (models/hf/mixtral-moe.ts, Note [Routing]; recorded runs with a random
@@ -137,7 +137,7 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
   }
   const preset = 'preset' in model ? PRESETS[model.preset] : undefined;
   const modelType = 'hf_config' in model ? model.hf_config.model_type : preset?.kind === 'hf' ? preset.config.model_type : undefined;
-  if (modelType === 'mixtral') {
+  if (modelType === 'mixtral' || modelType === 'qwen3_moe') {
     items.push({ id: 'family_not_measured', family: modelType });
     lower('medium');
   }
@@ -145,7 +145,7 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
     items.push({ id: 'conv_workspaces_estimated', batch: plan.training.batch_size });
     lower('medium');
   }
-  if (modelType === 'mixtral') {
+  if (modelType === 'mixtral' || modelType === 'qwen3_moe') {
     const raw = 'hf_config' in model ? model.hf_config : preset?.kind === 'hf' ? preset.config : {};
     const cfg = resolveHfConfig(raw);
     if (cfg.family === 'llama' && cfg.moe) items.push({ id: 'moe_routing', experts: cfg.moe.experts, top_k: cfg.moe.topK, experts_implementation: 'grouped_mm' });

@@ -27,7 +27,7 @@ export interface Gpt2Config {
 
 export interface LlamaConfig {
   family: 'llama';
-  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral';
+  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral' | 'qwen3_moe';
   vocabSize: number;
   hidden: number;
   intermediate: number;
@@ -54,15 +54,31 @@ export interface LlamaConfig {
   residDropout: number;
   /** Dimensions of each head the rotary embedding turns (Phi-3's `partial_rotary_factor`); head_dim elsewhere. */
   rotaryDim: number;
-  /** Mixtral: the sparse mixture of experts that replaces the MLP (MixtralSparseMoeBlock); null elsewhere. */
+  /**
+   * Mixtral and Qwen3-MoE: the sparse mixture of experts that replaces the MLP (MixtralSparseMoeBlock,
+   * Qwen3MoeSparseMoeBlock); null elsewhere.
+   */
   moe: MoeConfig | null;
 }
 
 export interface MoeConfig {
-  /** `num_local_experts`. */
+  /** `num_local_experts` (Mixtral), `num_experts` (Qwen3-MoE). */
   experts: number;
   /** `num_experts_per_tok`. */
   topK: number;
+  /** Each expert's intermediate size: `intermediate_size` (Mixtral), `moe_intermediate_size` (Qwen3-MoE). */
+  intermediate: number;
+  /**
+   * Whose block: Mixtral's router upcasts the logits (`.float()`), softmaxes and always renormalizes the top-k
+   * weights, which stay fp32; Qwen3-MoE's softmaxes with `dtype=torch.float`, renormalizes only with
+   * `norm_topk_prob`, and casts the weights back to the logits' dtype; its block registers the experts before the
+   * router (the parameters' order).
+   */
+  kind: 'mixtral' | 'qwen3_moe';
+  /** Qwen3-MoE's `norm_topk_prob` (Mixtral always renormalizes). */
+  normTopK: boolean;
+  /** Layers whose MLP is dense (`mlp_only_layers`, `decoder_sparse_step`: Qwen3-MoE), of `intermediate_size`. */
+  denseLayers: readonly number[];
 }
 
 /** A layer's attention in Gemma 2 and Gemma 3 (`config.layer_types`). */
@@ -117,7 +133,7 @@ export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 const WHERE = 'model.hf_config';
 
 /** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
-export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'gemma2', 'gemma3_text', 'bert'];
+export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'gemma2', 'gemma3_text', 'bert'];
 
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
@@ -271,6 +287,8 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
     }
     case 'mixtral':
       return resolveMixtral(raw);
+    case 'qwen3_moe':
+      return resolveQwen3Moe(raw);
     case 'gemma2':
     case 'gemma3_text':
       return resolveGemma(raw, modelType);
@@ -378,20 +396,11 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
  */
 function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
   checkArchitectures(raw, ['MixtralForCausalLM']);
-  if (bool(raw, 'output_router_logits', false)) {
-    throw new InputError(`${WHERE}.output_router_logits`, 'the router load-balancing loss (output_router_logits: true) is not simulated yet: memplan trains MixtralForCausalLM with its default false, the loss of the language model alone');
-  }
+  checkMoeTraining(raw, 'MixtralForCausalLM');
   const jitter = read(raw, 'router_jitter_noise');
   if (jitter !== undefined && jitter !== null && jitter !== 0) {
     if (typeof jitter !== 'number' || jitter < 0) throw new InputError(`${WHERE}.router_jitter_noise`, `must be a number of at least 0, got ${JSON.stringify(jitter)}`);
     throw new InputError(`${WHERE}.router_jitter_noise`, `router jitter noise (${jitter}) is not simulated yet: the published Mixtral models train with 0`);
-  }
-  // PretrainedConfig pops `experts_implementation` from the config (None: get_correct_experts_implementation picks
-  // grouped_mm, what memplan simulates); the per-expert loop ("eager", whose memory depends on routing) and the
-  // others are not simulated
-  const impl = read(raw, 'experts_implementation');
-  if (impl !== undefined && impl !== null && impl !== 'grouped_mm') {
-    throw new InputError(`${WHERE}.experts_implementation`, `${JSON.stringify(impl)} is not simulated yet: memplan simulates transformers' default, "grouped_mm" (remove the key to plan it)`);
   }
   const hidden = int(raw, 'hidden_size', 4096);
   const heads = int(raw, 'num_attention_heads', 32);
@@ -404,12 +413,13 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
   if (topK > experts) throw new InputError(`${WHERE}.num_experts_per_tok`, `must be at most num_local_experts (${experts}), got ${topK}`);
   const layers = int(raw, 'num_hidden_layers', 32);
   const window = read(raw, 'sliding_window');
+  const intermediate = int(raw, 'intermediate_size', 14336);
   return {
     family: 'llama',
     modelType: 'mixtral',
     vocabSize: int(raw, 'vocab_size', 32000),
     hidden,
-    intermediate: int(raw, 'intermediate_size', 14336),
+    intermediate,
     layers,
     heads,
     kvHeads,
@@ -427,6 +437,82 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     fusedProjections: false,
     residDropout: 0,
     rotaryDim: headDim,
-    moe: { experts, topK },
+    moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
+  };
+}
+
+/**
+ * What both mixture-of-experts models refuse: the router's load-balancing loss (`output_router_logits`, false by
+ * default: the ForCausalLM then adds `load_balancing_loss_func` over every layer's logits; without it the aux loss
+ * is not computed at all), and an experts implementation other than grouped_mm.
+ */
+function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
+  if (bool(raw, 'output_router_logits', false)) {
+    throw new InputError(`${WHERE}.output_router_logits`, `the router load-balancing loss (output_router_logits: true) is not simulated yet: memplan trains ${model} with its default false, the loss of the language model alone`);
+  }
+  // PretrainedConfig pops `experts_implementation` from the config (None: get_correct_experts_implementation picks
+  // grouped_mm, what memplan simulates); the per-expert loop ("eager", whose memory depends on routing) and the
+  // others are not simulated
+  const impl = read(raw, 'experts_implementation');
+  if (impl !== undefined && impl !== null && impl !== 'grouped_mm') {
+    throw new InputError(`${WHERE}.experts_implementation`, `${JSON.stringify(impl)} is not simulated yet: memplan simulates transformers' default, "grouped_mm" (remove the key to plan it)`);
+  }
+}
+
+/**
+ * Qwen3MoeConfig (transformers 5.17 configuration_qwen3_moe.py; modeling_qwen3_moe.py read on the GPU machine):
+ * Qwen3's attention (per-head q/k RMSNorm; head_dim from the config.json when it has one, as the published models
+ * do, else hidden_size // num_attention_heads; a sliding window only with use_sliding_window) and Mixtral's model,
+ * experts and ForCausalLM (the same code) with its own router (MoeConfig.kind) and `moe_intermediate_size` experts.
+ * A layer's MLP is the sparse block unless the layer is in `mlp_only_layers` or `(layer + 1) % decoder_sparse_step`
+ * is not 0: then a dense Qwen3MoeMLP of `intermediate_size`. Defaults are the configuration's (norm_topk_prob
+ * false, 128 experts, 8 a token); the published models set norm_topk_prob true.
+ */
+function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
+  checkArchitectures(raw, ['Qwen3MoeForCausalLM']);
+  checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
+  const hidden = int(raw, 'hidden_size', 2048);
+  const heads = int(raw, 'num_attention_heads', 32);
+  const kvHeads = int(raw, 'num_key_value_heads', 4);
+  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
+  const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
+  if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
+  const experts = int(raw, 'num_experts', 128);
+  const topK = int(raw, 'num_experts_per_tok', 8);
+  if (topK > experts) throw new InputError(`${WHERE}.num_experts_per_tok`, `must be at most num_experts (${experts}), got ${topK}`);
+  const layers = int(raw, 'num_hidden_layers', 24);
+  const sparseStep = int(raw, 'decoder_sparse_step', 1);
+  const mlpOnly = read(raw, 'mlp_only_layers');
+  if (mlpOnly !== undefined && mlpOnly !== null && (!Array.isArray(mlpOnly) || !mlpOnly.every((i) => Number.isInteger(i)))) {
+    throw new InputError(`${WHERE}.mlp_only_layers`, `must be a list of layer indices, got ${JSON.stringify(mlpOnly)}`);
+  }
+  const dense = new Set<number>((mlpOnly as number[] | null | undefined) ?? []);
+  const denseLayers = Array.from({ length: layers }, (_, i) => i).filter((i) => dense.has(i) || (i + 1) % sparseStep !== 0);
+  // `__post_init__`: sliding_window (4096 by default) only with use_sliding_window
+  const window = bool(raw, 'use_sliding_window', false) ? int(raw, 'sliding_window', 4096) : null;
+  return {
+    family: 'llama',
+    modelType: 'qwen3_moe',
+    vocabSize: int(raw, 'vocab_size', 151936),
+    hidden,
+    intermediate: int(raw, 'intermediate_size', 6144),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    maxPositions: int(raw, 'max_position_embeddings', 32768),
+    activation: activation(raw, 'hidden_act', 'silu'),
+    attentionBias: bool(raw, 'attention_bias', false),
+    qkvBias: false,
+    mlpBias: false,
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
+    slidingWindow: window,
+    useCache: bool(raw, 'use_cache', true),
+    qkNorm: true,
+    fusedProjections: false,
+    residDropout: 0,
+    rotaryDim: headDim,
+    moe: { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
   };
 }

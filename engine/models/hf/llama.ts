@@ -1,11 +1,12 @@
 /**
- * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`, `Phi3ForCausalLM` and
- * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts) (transformers
- * 5.17 modeling_llama.py and the models generated from it) trained as
- * `model(input_ids=ids, labels=ids).loss`.
+ * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`, `Phi3ForCausalLM`,
+ * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts) and
+ * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router) (transformers 5.17
+ * modeling_llama.py and the models generated from it) trained as `model(input_ids=ids, labels=ids).loss`.
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
- * biases; Qwen3 then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down; Phi-3
- * gate_up, down; Mixtral gate (the router), experts.gate_up_proj, experts.down_proj), input_layernorm,
+ * biases; Qwen3 and Qwen3-MoE then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down;
+ * Phi-3 gate_up, down; Mixtral gate (the router), experts.gate_up_proj, experts.down_proj; Qwen3-MoE the experts'
+ * then the router), input_layernorm,
  * post_attention_layernorm; norm; then the rotary buffers inv_freq and
  * original_inv_freq (fp32 [rotary dims / 2] each); lm_head unless tied to embed_tokens. LoRA adapters follow
  * their base layer's parameters (models/peft/lora.ts).
@@ -36,6 +37,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const params: ParameterSpec[] = [];
   const p = (name: string, shape: number[], d: DType = dtype) => params.push({ name, shape, dtype: d });
   const lin = (path: string, out: number, inp: number, bias: boolean) => params.push(...linearParameters(path, out, inp, bias, dtype, tuning));
+  /** Whether layer i's MLP is the sparse mixture of experts (Qwen3-MoE's `mlp_only_layers` are dense). */
+  const sparseLayer = (i: number) => cfg.moe !== null && !cfg.moe.denseLayers.includes(i);
   p('model.embed_tokens.weight', [cfg.vocabSize, cfg.hidden]);
   for (let i = 0; i < cfg.layers; i++) {
     const l = `model.layers.${i}`;
@@ -55,11 +58,15 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
         p(`${l}.self_attn.q_norm.weight`, [hd]);
         p(`${l}.self_attn.k_norm.weight`, [hd]);
       }
-      if (cfg.moe) {
-        // MixtralSparseMoeBlock: the router (`gate`), then MixtralExperts' 3-D weights
-        p(`${l}.mlp.gate.weight`, [cfg.moe.experts, cfg.hidden]);
-        p(`${l}.mlp.experts.gate_up_proj`, [cfg.moe.experts, 2 * cfg.intermediate, cfg.hidden]);
-        p(`${l}.mlp.experts.down_proj`, [cfg.moe.experts, cfg.hidden, cfg.intermediate]);
+      const moe = sparseLayer(i) ? cfg.moe : null;
+      if (moe) {
+        // MixtralSparseMoeBlock registers the router (`gate`), then the experts' 3-D weights; Qwen3MoeSparseMoeBlock
+        // the experts first
+        const router = () => p(`${l}.mlp.gate.weight`, [moe.experts, cfg.hidden]);
+        if (moe.kind === 'mixtral') router();
+        p(`${l}.mlp.experts.gate_up_proj`, [moe.experts, 2 * moe.intermediate, cfg.hidden]);
+        p(`${l}.mlp.experts.down_proj`, [moe.experts, cfg.hidden, moe.intermediate]);
+        if (moe.kind === 'qwen3_moe') router();
       } else {
         lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
         lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
@@ -276,7 +283,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       cuda.release(gate);
       return out;
     }
-    if (cfg.moe) {
+    if (cfg.moe && sparseLayer(i)) {
       const moeWeights = { router: w(`${m}.gate.weight`), gateUp: w(`${m}.experts.gate_up_proj`), down: w(`${m}.experts.down_proj`) };
       return sparseMoeBlock(rt, x, moeWeights, { moe: cfg.moe, activation: cfg.activation, device: options.device }, m);
     }

@@ -98,20 +98,29 @@ function pythonFrame<T>(rt: Runtime, names: readonly string[], body: (f: Frame) 
  * indices, and `router_top_value /= router_top_value.sum(-1, keepdim=True)` (the in-place division saves the sum
  * and a clone of the values). Returns (router_logits, routing weights fp32 [tokens, k], expert indices int64).
  */
-function router(rt: Runtime, x: Tensor, weight: Tensor, k: number, label: string): [Tensor, Tensor, Tensor] {
+function router(rt: Runtime, x: Tensor, weight: Tensor, moe: MoeConfig, label: string): [Tensor, Tensor, Tensor] {
   return pythonFrame(rt, ['hidden_states', 'router_logits', 'router_probs', 'router_top_value', 'router_indices', 'router_scores'], (f) => {
     const { cuda, autograd } = rt;
     f.set('hidden_states', autograd.view('ViewBackward0', x, x.shape)); // reshape(-1, hidden_dim): already that shape
     const logits = f.set('router_logits', linear(rt, f.get('hidden_states'), weight, null, `${label}.gate`));
-    const up = toDType(rt, logits, 'float32', `${label}.gate router_logits.float()`);
-    f.set('router_probs', softmax(rt, up, `${label}.gate softmax`));
-    cuda.release(up);
-    const [values, indices] = topk(rt, f.get('router_probs'), k, `${label}.gate topk`);
+    if (moe.kind === 'mixtral') {
+      const up = toDType(rt, logits, 'float32', `${label}.gate router_logits.float()`);
+      f.set('router_probs', softmax(rt, up, `${label}.gate softmax`));
+      cuda.release(up);
+    } else {
+      // Qwen3MoeTopKRouter: `softmax(router_logits, dtype=torch.float)` (fp16 logits: softmax's half_to_float, no copy)
+      f.set('router_probs', softmax(rt, logits, `${label}.gate softmax`, 'float32'));
+    }
+    const [values, indices] = topk(rt, f.get('router_probs'), moe.topK, `${label}.gate topk`);
     f.set('router_top_value', values);
     f.set('router_indices', indices);
-    const total = sumDim(rt, values, [...values.shape.slice(0, -1), 1], `${label}.gate router_top_value.sum(-1)`);
-    f.set('router_top_value', divInPlace(rt, values, total, `${label}.gate router_top_value /= sum`));
-    cuda.release(total);
+    if (moe.normTopK) {
+      const total = sumDim(rt, values, [...values.shape.slice(0, -1), 1], `${label}.gate router_top_value.sum(-1)`);
+      f.set('router_top_value', divInPlace(rt, values, total, `${label}.gate router_top_value /= sum`));
+      cuda.release(total);
+    }
+    // Qwen3-MoE: `router_top_value.to(router_logits.dtype)` (Mixtral's weights stay fp32)
+    if (moe.kind === 'qwen3_moe') f.set('router_top_value', toDType(rt, f.get('router_top_value'), logits.dtype, `${label}.gate router_top_value.to(router_logits.dtype)`));
     f.set('router_scores', cuda.ref(f.get('router_top_value')));
     return [cuda.ref(logits), cuda.ref(f.get('router_scores')), cuda.ref(f.get('router_indices'))];
   });
@@ -157,7 +166,7 @@ function experts(rt: Runtime, x: Tensor, topIndex: Tensor, topWeights: Tensor, w
     f.set('proj_out', groupedMm(rt, f.get('proj_out'), downT, f.get('offsets'), options.device, `${label}.experts down grouped_mm`));
     cuda.release(downT);
     f.set('proj_out', maskedFill(rt, f.get('proj_out'), mask, `${label}.experts down masked_fill`));
-    // `proj_out * sample_weights_g.unsqueeze(-1)`: bf16 x fp32 promotes to fp32 [S, hidden]
+    // `proj_out * sample_weights_g.unsqueeze(-1)`: bf16 x fp32 (Mixtral's weights) promotes to fp32 [S, hidden]
     const weightsColumn = autograd.view('UnsqueezeBackward0', f.get('sample_weights_g'), [s, 1]);
     f.set('weighted_out', mul(rt, f.get('proj_out'), weightsColumn, `${label} proj_out * sample_weights_g`));
     cuda.release(weightsColumn);
@@ -206,7 +215,7 @@ export function sparseMoeBlock(rt: Runtime, x: Tensor, w: MoeBlockWeights, optio
     const { autograd } = rt;
     const [b, t, hidden] = x.shape as [number, number, number];
     f.set('hidden_states', autograd.view('ViewBackward0', x, [b * t, hidden]));
-    const [logits, weights, index] = router(rt, f.get('hidden_states'), w.router, options.moe.topK, label);
+    const [logits, weights, index] = router(rt, f.get('hidden_states'), w.router, options.moe, label);
     f.set('_', logits);
     f.set('top_k_weights', weights);
     f.set('top_k_index', index);

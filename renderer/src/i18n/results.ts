@@ -130,7 +130,7 @@ const en = {
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
   rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (for Phi-3, which has no default targets, its fused qkv_proj); the base weights frozen`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (for Phi-3 and Qwen3-MoE, which have no default targets, the attention inputs: Phi-3’s fused qkv_proj, Qwen3-MoE’s q_proj and v_proj); the base weights frozen`,
   rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
   rAdviceNone: 'None of the changes memplan tries saves memory for this plan.',
   rAdviceNoneBatch: 'None of the changes memplan tries allows a larger batch for this plan.',
@@ -161,7 +161,7 @@ const en = {
   rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
   rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
   rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; Phi-3’s fused qkv_proj): ${modelTypes.join(', ')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; Phi-3’s fused qkv_proj, Qwen3-MoE’s q_proj and v_proj): ${modelTypes.join(', ')}`,
 
   // Notes
   rNotesTitle: 'Notes',
@@ -246,6 +246,7 @@ const en = {
   rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
   rCaveatConvEstimated: (batch: string) => `cuDNN’s convolution workspaces at batch ${batch} were not measured (the H100’s table has every batch up to 512 and a few windows past it): they are interpolated, and cuDNN switches algorithms with the batch, so near a whole GPU’s limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 with interpolated workspaces, 1,861 real).`,
   rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3% built from its config and 5.2% loaded with from_pretrained, where the host’s memory moves the driver’s segments) and one real largest-batch search, not yet at a published size.',
+  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024, 16 experts: both peaks to the byte) and three real largest-batch searches, two of them on Qwen3-30B-A3B’s layers cut to 4 and 8, not yet at a published size.',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `Mixture of experts (${experts} experts, ${topK} per token): transformers runs them with grouped_mm, whose memory does not depend on which experts the tokens go to: balanced routing and the worst case (every token to the same ${topK} experts) need the same memory.`,
 } as const;
@@ -361,7 +362,7 @@ const zh = {
   rAdviceSdpa: '用 scaled_dot_product_attention 代替 eager 注意力',
   rAdviceSdpaCost: '没有代价：速度更快，注意力也不再为反向传播保存 L×L 的概率矩阵。',
   rAdviceLora: '改用 LoRA 适配器微调，而不是全参数微调',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上（Phi-3 没有默认 target_modules，加在融合的 qkv_proj 上）；基础模型权重冻结`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上（Phi-3 和 Qwen3-MoE 没有默认 target_modules，加在注意力的输入投影上：Phi-3 为融合的 qkv_proj，Qwen3-MoE 为 q_proj 和 v_proj）；基础模型权重冻结`,
   rAdviceLoraCost: '这是另一种微调：只训练适配器，效果可能与全参数微调不同；r 越大、目标模块越多，显存占用越多。',
   rAdviceNone: '对这个方案，memplan 尝试的改动都不能节省显存。',
   rAdviceNoneBatch: '对这个方案，memplan 尝试的改动都不能放下更大的批量。',
@@ -391,7 +392,7 @@ const zh = {
   rWhyNoLargerBatch: '搜索结果：等效批量大小没有变大',
   rWhyPlanFits: '方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议',
   rWhyNotSimulated: (detail: string) => `这个模型暂不支持模拟这项改动${detail ? `（${detail}）` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；Phi-3 用融合的 qkv_proj）：${modelTypes.join('、')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；Phi-3 用融合的 qkv_proj，Qwen3-MoE 用 q_proj 和 v_proj）：${modelTypes.join('、')}`,
 
   rNotesTitle: '说明',
   rNoteParametersInDtype:
@@ -468,6 +469,7 @@ const zh = {
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大可行 batch size 搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
   rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
   rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行以及一次真实的最大可行 batch size 搜索核对过，还没有在公开发布的规模上核对。那几次运行为 4 层、hidden_size 1024：峰值已分配显存误差在 0.03% 以内；预留显存用 from_config 构建时在 3% 以内，用 from_pretrained 加载时为 5.2%，因为主机内存的位置会改变驱动分配的段的地址。',
+  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE 按 transformers 的源码模拟，和几次小规模的实测运行（4 层、hidden_size 1024、16 个专家：峰值已分配和预留显存都精确到字节）以及三次真实的最大可行 batch size 搜索核对过，其中两次用 Qwen3-30B-A3B 的层结构，只取 4 层和 8 层；还没有在公开发布的规模上核对。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `混合专家（${experts} 个专家，每个 token 路由到 ${topK} 个）：transformers 用 grouped_mm 计算专家，占用的显存与 token 路由到哪些专家无关。均衡路由和最坏情况（所有 token 都路由到同样的 ${topK} 个专家）需要的显存相同。`,
 };

@@ -174,7 +174,9 @@ export function caveatWords(m: M, c: Caveat, locale: Locale, gpuName: (id: strin
       return { kind: 'ground', text: m.rCaveatScaler };
     case 'family_not_measured':
       // Gemma: a result saved before Gemma 2 2B and Gemma 3 1B were measured says what it said then
-      return { kind: 'ground', text: c.family === 'mixtral' ? m.rCaveatMixtralNotMeasured : m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
+      if (c.family === 'mixtral') return { kind: 'ground', text: m.rCaveatMixtralNotMeasured };
+      if (c.family === 'qwen3_moe') return { kind: 'ground', text: m.rCaveatQwen3MoeNotMeasured };
+      return { kind: 'ground', text: m.rCaveatFamilyNotMeasured(c.family === 'gemma2' ? 'Gemma 2' : 'Gemma 3') };
     case 'moe_routing':
       return { kind: 'assumption', text: m.rCaveatMoeRouting(c.experts, c.top_k) };
     case 'known_gap':

@@ -187,7 +187,7 @@ describe('Mixtral configs', () => {
     const cfg = resolveHfConfig({ model_type: 'mixtral' });
     expect(cfg.family).toBe('llama');
     if (cfg.family !== 'llama') return;
-    expect(cfg.moe).toEqual({ experts: 8, topK: 2 });
+    expect(cfg.moe).toEqual({ experts: 8, topK: 2, intermediate: 14336, kind: 'mixtral', normTopK: true, denseLayers: [] });
     expect([cfg.hidden, cfg.intermediate, cfg.layers, cfg.heads, cfg.kvHeads, cfg.vocabSize, cfg.slidingWindow]).toEqual([4096, 14336, 32, 32, 8, 32000, null]);
   });
 

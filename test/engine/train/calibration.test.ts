@@ -86,6 +86,11 @@ const EXACT = [
   'lora_gpt2_small_bf16_c_attn_adamw',
   'lora_gpt2_small_amp_bf16_all_ckpt',
   'lora_gpt2_medium_amp_fp16_c_attn_c_proj',
+  // Qwen3-MoE: Qwen3's attention, Mixtral's experts, its own router (softmax with dtype, norm_topk_prob, the weights
+  // cast back), the experts registered before the router; with LoRA on q/v and checkpointing
+  'qwen3moe_4l_amp_bf16_ckpt_s1024',
+  'qwen3moe_4l_bf16_sgdm_nonorm_s1024',
+  'lora_qwen3moe_4l_bf16_qv_ckpt_s512',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
