@@ -39,7 +39,7 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
     case 'sdpa':
       return 'use scaled_dot_product_attention (attention "sdpa")';
     case 'lora':
-      return `fine-tune LoRA adapters instead of the whole model: LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]), PEFT's defaults (for phi3 and qwen3_moe, which have none, the attention inputs: phi3's fused qkv_proj, qwen3_moe's q_proj and v_proj) (training.lora in the plan)`;
+      return `fine-tune LoRA adapters instead of the whole model: LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]), PEFT's defaults (for phi3 and qwen3_moe, which have none: phi3's fused qkv_proj, and q_proj and v_proj as for qwen3) (training.lora in the plan)`;
   }
 }
 

@@ -12,8 +12,11 @@ export interface ParameterSpec {
   buffer?: boolean;
   /** A LoRA adapter's weight (models/peft/lora.ts). */
   adapter?: boolean;
-  /** The weight of an `nn.Linear` LoRA can adapt (`linearParameters`): its module's name is what target_modules name. */
-  linear?: boolean;
+  /**
+   * The weight of a module LoRA can adapt, and the module's class: an `nn.Linear` (`linearParameters`), or GPT-2's
+   * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
+   */
+  loraModule?: 'nn.Linear' | 'Conv1D';
   /** Does not require grad (a base weight under LoRA, or matched by `training.freeze`): no gradient, no optimizer state. */
   frozen?: boolean;
 }

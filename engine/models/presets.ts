@@ -78,8 +78,6 @@ const gemma3 = (source: string, shape: Record<string, unknown>, parameters: stri
   source,
   config: { model_type: 'gemma3_text', architectures: ['Gemma3ForCausalLM'], hidden_activation: 'gelu_pytorch_tanh', rope_theta: 1000000, rope_local_base_freq: 10000, sliding_window_pattern: 6, attn_logit_softcapping: null, final_logit_softcapping: null, tie_word_embeddings: true, ...shape },
 });
-// Mixtral: Mistral's attention (32k-token vocabulary for 8x7B, 32,768 for 8x22B; no sliding window) with 8 experts
-// a layer, 2 of them per token, in place of the MLP.
 /** Qwen3's MoE models (Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B config.json): 128 experts, 8 a token, renormalized. */
 const qwen3Moe = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
   kind: 'hf',
@@ -106,6 +104,8 @@ const qwen3Moe = (source: string, shape: Record<string, unknown>, parameters: st
   },
 });
 
+// Mixtral: Mistral's attention (32k-token vocabulary for 8x7B, 32,768 for 8x22B; no sliding window) with 8 experts
+// a layer, 2 of them per token, in place of the MLP.
 const mixtral = (source: string, shape: Record<string, unknown>, parameters: string): Preset => ({
   kind: 'hf',
   family: 'Mixtral',

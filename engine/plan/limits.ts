@@ -25,6 +25,7 @@
 import { InputError } from '../errors.ts';
 import type { HfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
+import { fineTuningOf } from '../models/peft/lora.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
 import type { ParameterSpec } from '../models/model.ts';
@@ -136,6 +137,12 @@ const HF_BLOCK_EVENTS: Record<HfConfig['family'], number> = { gpt2: 480, llama: 
  * count the same way is 603: Mixtral's 1,000 scaled).
  */
 const VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3: 1010, gemma3_text: 1250, mixtral: 1000, qwen3_moe: 1250 };
+/**
+ * Per LoRA-adapted module and micro-step: the adapter path (cast, dropout, lora_A, lora_B, scaling, the sum and its
+ * cast) and its backward, less the frozen base's weight gradient (counted per step from the simulator, LoRA on every
+ * linear of GPT-2 and Llama against none, over every precision, attention, checkpointing mode and dropout: at most 54).
+ */
+const LORA_MODULE_EVENTS = 60;
 /** Per torchvision model and micro-step (the most of every precision and checkpointing mode, at 224 px). */
 const TORCHVISION_EVENTS: Record<string, number> = { resnet18: 1400, resnet34: 2600, resnet50: 3400, resnet101: 6400, resnet152: 9500, vit_b_16: 4100, vit_l_16: 8000 };
 const TORCHVISION_BLOCKS: Record<string, number> = { resnet18: 8, resnet34: 16, resnet50: 16, resnet101: 33, resnet152: 50, vit_b_16: 12, vit_l_16: 24 };
@@ -245,12 +252,13 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
     const events = hf.layers * perBlock + HF_HEAD_EVENTS;
     // Build the parameter list only when the blocks are few enough to list (the events limit below refuses more).
     if (hf.layers > LIMITS.layers || events > LIMITS.events_per_micro_step) return { layers: hf.layers, events, parameters: 0, tensors: 0, layers_field: layersField };
-    const model = hfModel(hf, { dtype: 'float32', seqLen: t.seq_len, attention: t.attention, checkpointing: t.activation_checkpointing, device });
+    const model = hfModel(hf, { dtype: 'float32', seqLen: t.seq_len, attention: t.attention, checkpointing: t.activation_checkpointing, device, tuning: fineTuningOf(t) });
     const counted = countSpecs(model.parameters);
+    const adapted = model.parameters.filter((p) => p.adapter).length / 2; // lora_A and lora_B a module
     // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), else the blocks'
     const embeddings = model.parameters.filter((p) => !p.buffer && /embed_tokens|wte|word_embeddings|lm_head/.test(p.name)).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
     const parametersField = 'hf_config' in m && embeddings > counted.parameters / 2 ? 'model.hf_config.vocab_size' : layersField;
-    return { layers: hf.layers, events, ...counted, layers_field: layersField, parameters_field: parametersField };
+    return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField, parameters_field: parametersField };
   }
   if ('hf_config' in m) throw new Error('a config.json model is counted from its resolved config');
   const preset = 'preset' in m ? PRESETS[m.preset] : undefined;

@@ -38,10 +38,10 @@ export const caveatSchema = z.discriminatedUnion('id', [
   /** amp_fp16: every step updates; a real run whose first steps overflow can fit a little more. */
   z.object({ id: z.literal('grad_scaler_steps_update') }),
   /**
-   * A model family implemented from transformers' source and checked only against a few small calibration runs
-   * (peaks, not event by event), with no real largest-batch search recorded (docs/engine.md, known gaps). Only
-   * Mixtral and Qwen3-MoE now; gemma2 and gemma3_text appear in results saved before Gemma 2 2B and Gemma 3 1B were
-   * measured, which stay readable.
+   * A model family implemented from transformers' source and checked against small calibration runs and real
+   * largest-batch searches, none at a published size (docs/engine.md, known gaps): Mixtral and Qwen3-MoE now;
+   * gemma2 and gemma3_text appear in results saved before Gemma 2 2B and Gemma 3 1B were measured, which stay
+   * readable.
    */
   z.object({ id: z.literal('family_not_measured'), family: z.enum(['gemma2', 'gemma3_text', 'mixtral', 'qwen3_moe']) }),
   /**

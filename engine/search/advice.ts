@@ -102,7 +102,7 @@ function hfModelType(plan: Plan): string | null {
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
  * batch, under the `batch` goal), with LoraConfig's defaults on the model type's default targets, which is what
  * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds (phi3 and qwen3_moe, which PEFT has no default
- * for: the attention inputs, phi3's fused qkv_proj). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
+ * for: phi3's fused qkv_proj, and q_proj and v_proj as for qwen3). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
  * model with no default targets here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {

@@ -102,6 +102,7 @@ const cases: [string, string][] = [
   ['QLoRA, 4-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '4bit' } }))],
   ['QLoRA, 8-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '8bit' } }))],
   ['target_modules matching no nn.Linear', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['c_attn', 'qkv'] } }))],
+  ["target_modules matching none of GPT-2's Conv1D", refusal(plan({ hf_config: { model_type: 'gpt2', n_layer: 2 } }, { lora: { ...lora, target_modules: ['q_proj'] } }))],
   ['LoRA on a model that is not a Hugging Face one', refusal(plan({ torchvision: 'resnet18', num_classes: 10 }, { lora: { ...lora, target_modules: ['fc'] } }))],
   ['target_modules matching no Linear module', markFrozen([], { lora: { ...lora, dropout: 0 }, freeze: [] }).error!],
   ['a freeze pattern matching nothing', refusal(plan({ hf_config: llama }, { freeze: ['layers.*'] }))],
@@ -172,6 +173,7 @@ describe('engine problems in Chinese', () => {
     expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(
       '此模型中没有名为 "c_attn" 或 "qkv" 的 nn.Linear；它的 nn.Linear 模块名为：q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head',
     );
+    expect(zh(cases.find(([n]) => n === "target_modules matching none of GPT-2's Conv1D")![1])).toBe('此模型中没有名为 "q_proj" 的 Conv1D；它的 Conv1D 模块名为：c_attn, c_proj, c_fc');
     expect(zh(cases.find(([n]) => n === 'an unknown GPU')![1])).toMatch(/；是否想输入以下之一："a100-40gb", "a100-80gb", "a100-80gb-pcie"？$/);
     expect(zh(cases.find(([n]) => n === 'eager sliding-window attention')![1])).toBe('暂不支持模拟 seq_len 为 256 时的 eager 滑动窗口注意力（窗口 128）：请使用 attention "sdpa"，或小于窗口的 seq_len');
   });

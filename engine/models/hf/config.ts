@@ -179,6 +179,22 @@ function activation(raw: Record<string, unknown>, key: string, fallback: string)
   return a;
 }
 
+/**
+ * A decoder's attention shape from its config.json, checked: hidden_size, num_attention_heads, num_key_value_heads
+ * (the heads when the configuration's default is null) and head_dim (the configuration's default, or
+ * hidden_size // num_attention_heads as transformers computes it when the config has none).
+ */
+function attentionShape(raw: Record<string, unknown>, hiddenDefault: number, headsDefault: number, kvDefault: number | null, headDimDefault: number | null) {
+  const hidden = int(raw, 'hidden_size', hiddenDefault);
+  const heads = int(raw, 'num_attention_heads', headsDefault);
+  const kvHeads = int(raw, 'num_key_value_heads', kvDefault ?? heads);
+  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
+  const headDim = int(raw, 'head_dim', headDimDefault ?? Math.floor(hidden / heads));
+  // transformers' default head_dim is hidden_size // num_attention_heads: 0 makes q/k/v views PyTorch refuses
+  if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
+  return { hidden, heads, kvHeads, headDim };
+}
+
 /** The head the plan trains: causal LM for decoders, masked LM for BERT; `architectures` must agree. */
 function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
   const archs = read(raw, 'architectures');
@@ -249,13 +265,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         phi3: { vocab: 32064, hidden: 3072, intermediate: 8192, layers: 32, heads: 32, kv: null, positions: 4096, headDim: null },
       }[modelType];
       checkArchitectures(raw, [{ llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM' }[modelType]]);
-      const hidden = int(raw, 'hidden_size', defaults.hidden);
-      const heads = int(raw, 'num_attention_heads', defaults.heads);
-      const kvHeads = int(raw, 'num_key_value_heads', defaults.kv ?? heads);
-      if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
-      const headDim = int(raw, 'head_dim', defaults.headDim ?? Math.floor(hidden / heads));
-      // transformers' default head_dim is hidden_size // num_attention_heads: 0 makes q/k/v views PyTorch refuses
-      if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
+      const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
       const window = usesWindow ? (read(raw, 'sliding_window') === undefined ? windowDefault : read(raw, 'sliding_window')) : null;
@@ -402,12 +412,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     if (typeof jitter !== 'number' || jitter < 0) throw new InputError(`${WHERE}.router_jitter_noise`, `must be a number of at least 0, got ${JSON.stringify(jitter)}`);
     throw new InputError(`${WHERE}.router_jitter_noise`, `router jitter noise (${jitter}) is not simulated yet: the published Mixtral models train with 0`);
   }
-  const hidden = int(raw, 'hidden_size', 4096);
-  const heads = int(raw, 'num_attention_heads', 32);
-  const kvHeads = int(raw, 'num_key_value_heads', 8);
-  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
-  const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
-  if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
+  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, 8, null);
   const experts = int(raw, 'num_local_experts', 8);
   const topK = int(raw, 'num_experts_per_tok', 2);
   if (topK > experts) throw new InputError(`${WHERE}.num_experts_per_tok`, `must be at most num_local_experts (${experts}), got ${topK}`);
@@ -471,13 +476,9 @@ function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
 function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
   checkArchitectures(raw, ['Qwen3MoeForCausalLM']);
   checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
-  const hidden = int(raw, 'hidden_size', 2048);
-  const heads = int(raw, 'num_attention_heads', 32);
-  const kvHeads = int(raw, 'num_key_value_heads', 4);
-  if (heads % kvHeads !== 0) throw new InputError(`${WHERE}.num_key_value_heads`, `must divide num_attention_heads (${heads})`);
-  const headDim = int(raw, 'head_dim', Math.floor(hidden / heads));
-  if (headDim < 1) throw new InputError(`${WHERE}.hidden_size`, `must be at least num_attention_heads (${heads}), or give head_dim: hidden_size // num_attention_heads is 0`);
-  const experts = int(raw, 'num_experts', 128);
+  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 32, 4, null);
+  // attribute_map: `num_experts` is stored as `num_local_experts`; a config.json may give either
+  const experts = int(raw, 'num_experts', int(raw, 'num_local_experts', 128));
   const topK = int(raw, 'num_experts_per_tok', 8);
   if (topK > experts) throw new InputError(`${WHERE}.num_experts_per_tok`, `must be at most num_experts (${experts}), got ${topK}`);
   const layers = int(raw, 'num_hidden_layers', 24);
@@ -488,8 +489,8 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
   }
   const dense = new Set<number>((mlpOnly as number[] | null | undefined) ?? []);
   const denseLayers = Array.from({ length: layers }, (_, i) => i).filter((i) => dense.has(i) || (i + 1) % sparseStep !== 0);
-  // `__post_init__`: sliding_window (4096 by default) only with use_sliding_window
-  const window = bool(raw, 'use_sliding_window', false) ? int(raw, 'sliding_window', 4096) : null;
+  // `__post_init__`: sliding_window (4096 by default; null: none) only with use_sliding_window
+  const window = bool(raw, 'use_sliding_window', false) && read(raw, 'sliding_window') !== null ? int(raw, 'sliding_window', 4096) : null;
   return {
     family: 'llama',
     modelType: 'qwen3_moe',
@@ -513,6 +514,7 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     fusedProjections: false,
     residDropout: 0,
     rotaryDim: headDim,
-    moe: { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
+    // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
+    moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
   };
 }

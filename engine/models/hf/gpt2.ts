@@ -24,7 +24,7 @@ import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCo
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
 import { runBlocks } from '../checkpointing.ts';
-import { FULL_FINE_TUNING, InputsRequireGrad, isLoraTarget, loraForward, type FineTuning } from '../peft/lora.ts';
+import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, loraAdapterParameters, type FineTuning } from '../peft/lora.ts';
 
 export interface HfModelOptions {
   dtype: DType;
@@ -44,12 +44,9 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   const p = (name: string, shape: number[]) => params.push({ name, shape, dtype });
   /** A `Conv1D` at `path` ([in, out] weight, a bias), and the LoRA adapter PEFT adds after them when it is a target. */
   const conv1dModule = (path: string, inFeatures: number, outFeatures: number) => {
-    params.push({ name: `${path}.weight`, shape: [inFeatures, outFeatures], dtype, linear: true });
+    params.push({ name: `${path}.weight`, shape: [inFeatures, outFeatures], dtype, loraModule: 'Conv1D' });
     params.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
-    if (tuning.lora && isLoraTarget(path, tuning.lora.target_modules)) {
-      params.push({ name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true });
-      params.push({ name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true });
-    }
+    params.push(...loraAdapterParameters(path, inFeatures, outFeatures, tuning));
   };
   p('transformer.wte.weight', [cfg.vocabSize, e]);
   p('transformer.wpe.weight', [cfg.positions, e]);
@@ -69,11 +66,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   /** `module(x)` for the Conv1D at `path`: with its LoRA adapter when it has one. */
-  const conv = (rt: Runtime, x: Tensor, path: string) => {
-    const out = conv1d(rt, x, w(`${path}.weight`), w(`${path}.bias`), path);
-    const loraA = tuning.lora ? weights.get(`${path}.lora_A.default.weight`) : undefined;
-    return loraA ? loraForward(rt, x, out, loraA, w(`${path}.lora_B.default.weight`), tuning.lora!, path) : out;
-  };
+  const conv = linearModules(weights, tuning.lora, (rt, x, weight, bias, label) => conv1d(rt, x, weight, bias!, label));
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   const heads = cfg.heads;
   const headDim = e / heads;

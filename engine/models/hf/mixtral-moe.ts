@@ -1,6 +1,8 @@
 /**
  * Mixtral's sparse mixture of experts (transformers 5.17 modeling_mixtral.py `MixtralSparseMoeBlock`, its
- * `MixtralTopKRouter`, and `MixtralExperts` as `@use_experts_implementation` dispatches it), trained.
+ * `MixtralTopKRouter`, and `MixtralExperts` as `@use_experts_implementation` dispatches it), trained; and
+ * Qwen3-MoE's (modeling_qwen3_moe.py), whose experts and block are the same code and whose router differs
+ * (`router`, MoeConfig.kind).
  *
  * Note [Experts implementation]: `PreTrainedModel.get_correct_experts_implementation` picks "grouped_mm" unless
  * `from_pretrained(..., experts_implementation=...)` asks otherwise, so training runs integrations/moe.py
@@ -97,6 +99,9 @@ function pythonFrame<T>(rt: Runtime, names: readonly string[], body: (f: Frame) 
  * logits' fp32 copy (dies once softmax made its result), softmax in fp32 (its result saved), top-k values and
  * indices, and `router_top_value /= router_top_value.sum(-1, keepdim=True)` (the in-place division saves the sum
  * and a clone of the values). Returns (router_logits, routing weights fp32 [tokens, k], expert indices int64).
+ * Qwen3MoeTopKRouter.forward: `softmax(router_logits, dtype=torch.float)` (bf16 logits converted inside softmax,
+ * fp16 ones through half_to_float without a copy: read from the source, the recordings are bf16), the division
+ * only with norm_topk_prob, then `router_top_value.to(router_logits.dtype)`: its weights are in the logits' dtype.
  */
 function router(rt: Runtime, x: Tensor, weight: Tensor, moe: MoeConfig, label: string): [Tensor, Tensor, Tensor] {
   return pythonFrame(rt, ['hidden_states', 'router_logits', 'router_probs', 'router_top_value', 'router_indices', 'router_scores'], (f) => {
@@ -206,7 +211,8 @@ function applyGate(rt: Runtime, gateUp: Tensor, activation: HfActivation, label:
 }
 
 /**
- * MixtralSparseMoeBlock.forward on [B, T, hidden] (router_jitter_noise 0: the config refuses more):
+ * MixtralSparseMoeBlock.forward (and Qwen3MoeSparseMoeBlock's, the same but for its local names) on [B, T, hidden]
+ * (router_jitter_noise 0: the config refuses more):
  * `hidden_states.view(-1, hidden)`, the router, the experts, `reshape(B, T, hidden)`. Its locals `_` (the router
  * logits), the routing weights and indices die when it returns (autograd keeps what it saved).
  */

@@ -42,7 +42,7 @@ export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
 /**
  * The `model_type`s memplan simulates LoRA on, each with default targets (`peftDefaultTargets`: PEFT's, and for phi3
- * and qwen3_moe, which PEFT has none for, the attention inputs).
+ * and qwen3_moe, which PEFT has none for, phi3's fused qkv_proj and qwen3's q_proj and v_proj).
  */
 export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'qwen3_moe', 'phi3', 'gemma2', 'gemma3_text', 'gpt2'];
 
@@ -51,7 +51,7 @@ export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral
  * targets when none are named (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: c_attn
  * for gpt2, q_proj and v_proj for llama, mistral, mixtral, qwen2, qwen3, gemma2, gemma3_text; read from PEFT 0.21 on
  * the GPU machine). PEFT 0.21 has no default for phi3, whose q, k and v are one fused `qkv_proj` (that module, the
- * attention input the others' defaults adapt), nor for qwen3_moe (q_proj and v_proj, as for qwen3). null: no
+ * attention input the others' defaults adapt), nor for qwen3_moe (q_proj and v_proj here, as for qwen3). null: no
  * default here.
  */
 export const PEFT_LORA_DEFAULTS = { r: 8, alpha: 8, dropout: 0 } as const;
@@ -105,13 +105,23 @@ export function matchesPattern(name: string, pattern: string): boolean {
  * the LoRA adapters PEFT adds after them when the module is a target.
  */
 export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning): ParameterSpec[] {
-  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, linear: true }];
+  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, loraModule: 'nn.Linear' }];
   if (bias) out.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
-  if (tuning.lora && isLoraTarget(path, tuning.lora.target_modules)) {
-    out.push({ name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true });
-    out.push({ name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true });
-  }
+  out.push(...loraAdapterParameters(path, inFeatures, outFeatures, tuning));
   return out;
+}
+
+/**
+ * The adapter PEFT adds to the module at `path` when it is a target (after the module's own parameters): `lora_A`
+ * [r, in] and `lora_B` [out, r], fp32 whatever the precision; none otherwise. GPT-2's Conv1D reads in and out from
+ * its [in, out] weight; an nn.Linear from its [out, in] one.
+ */
+export function loraAdapterParameters(path: string, inFeatures: number, outFeatures: number, tuning: FineTuning): ParameterSpec[] {
+  if (!tuning.lora || !isLoraTarget(path, tuning.lora.target_modules)) return [];
+  return [
+    { name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true },
+    { name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true },
+  ];
 }
 
 /**
@@ -170,9 +180,10 @@ interface LinearWeights {
 /**
  * `module(x)` for the Linear modules of a model whose weights are in `weights`, by path: with its adapter when it
  * has one. Each module's tensors are looked up by name on its first call (the model is loaded by then) and kept,
- * instead of three names built and looked up at every call of every layer.
+ * instead of three names built and looked up at every call of every layer. `base` is the module's own op:
+ * `F.linear`, or GPT-2's Conv1D (its bias always there).
  */
-export function linearModules(weights: ReadonlyMap<string, Tensor>, spec: LoraSpec | null): (rt: Runtime, x: Tensor, path: string) => Tensor {
+export function linearModules(weights: ReadonlyMap<string, Tensor>, spec: LoraSpec | null, base: (rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string) => Tensor = linear): (rt: Runtime, x: Tensor, path: string) => Tensor {
   const modules = new Map<string, LinearWeights>();
   return (rt, x, path) => {
     let m = modules.get(path);
@@ -185,7 +196,7 @@ export function linearModules(weights: ReadonlyMap<string, Tensor>, spec: LoraSp
       };
       modules.set(path, m);
     }
-    const out = linear(rt, x, m.weight, m.bias, path);
+    const out = base(rt, x, m.weight, m.bias, path);
     if (!m.lora) return out;
     return loraForward(rt, x, out, m.lora.a, m.lora.b, spec!, path);
   };
@@ -202,10 +213,12 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  */
 export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
-    // the names target_modules can take: the last part of each nn.Linear's path (what PEFT's defaults name)
-    const linears = [...new Set(model.parameters.filter((p) => p.linear).map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
-    if (linears.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
-    throw new InputError('training.lora.target_modules', `no nn.Linear of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its nn.Linear modules are named ${linears.join(', ')}`);
+    // the names target_modules can take: the last part of each adaptable module's path (what PEFT's defaults name)
+    const adaptable = model.parameters.filter((p) => p.loraModule);
+    const names = [...new Set(adaptable.map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+    if (names.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
+    const kind = adaptable[0]!.loraModule!;
+    throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);

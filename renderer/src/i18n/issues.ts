@@ -101,7 +101,7 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   // LoRA and frozen parameters (engine/train/simulate.ts, engine/models/peft/lora.ts, engine/models/hf/index.ts)
   [/^an? (\S+) base \(QLoRA\) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead$/,
     (bits) => `${bits} 量化的基础模型（QLoRA）需要 bitsandbytes，memplan 尚未对它的显存建模；请改用 bf16 基础模型来规划`],
-  [/^no nn\.Linear of this model is named (.+); its nn\.Linear modules are named (.+)$/s, (names, linears) => `此模型中没有名为 ${orQuoted(names)} 的 nn.Linear；它的 nn.Linear 模块名为：${linears}`],
+  [/^no (nn\.Linear|Conv1D) of this model is named (.+); its (?:nn\.Linear|Conv1D) modules are named (.+)$/s, (kind, names, modules) => `此模型中没有名为 ${orQuoted(names)} 的 ${kind}；它的 ${kind} 模块名为：${modules}`],
   [/^LoRA is simulated for the Hugging Face model types (.+); to train part of this model, freeze the rest \(training\.freeze\)$/, (types) => `LoRA 目前只支持这些 model_type 的 Hugging Face 模型：${types}；要只训练这个模型的一部分，请冻结其余参数（training.freeze）`],
   [/^no Linear module of this model matches (.+)$/s, (names) => `此模型中没有与 ${names} 匹配的 Linear 模块`],
   [/^the pattern (".*") matches no parameter \(names as model\.named_parameters\(\) gives them, e\.g\. (".*")\)$/s,

@@ -99,7 +99,7 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 
   it("GPT-2's modules are Conv1D: a target naming none of them lists c_attn, c_proj and c_fc", () => {
-    refused({ model_type: 'gpt2', n_layer: 2 }, { lora: { ...lora, target_modules: ['q_proj'] } }, /^training\.lora\.target_modules: no nn\.Linear of this model is named "q_proj"; its nn\.Linear modules are named c_attn, c_proj, c_fc$/);
+    refused({ model_type: 'gpt2', n_layer: 2 }, { lora: { ...lora, target_modules: ['q_proj'] } }, /^training\.lora\.target_modules: no Conv1D of this model is named "q_proj"; its Conv1D modules are named c_attn, c_proj, c_fc$/);
   });
 
   it('a freeze pattern that matches nothing (a typo would train everything)', () => {
@@ -107,7 +107,7 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 });
 
-describe('LoRA on Gemma 2, Gemma 3, Mixtral and GPT-2 (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*)', () => {
+describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2 and Qwen3-MoE (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*, lora_qwen3moe*)', () => {
   const recordings = [
     'lora_gemma2_4l_amp_bf16_ckpt',
     'lora_gemma3_6l_bf16_adamw_s1024',
@@ -117,6 +117,9 @@ describe('LoRA on Gemma 2, Gemma 3, Mixtral and GPT-2 (the H100 recordings lora_
     'lora_gpt2_small_bf16_c_attn_adamw',
     'lora_gpt2_medium_amp_fp16_c_attn_c_proj',
     'lora_gpt2_small_amp_bf16_all_ckpt',
+    'lora_gpt2_small_fp32_reentrant_sgdm',
+    // Qwen3-MoE: q/v adapters, the experts (3-D parameters) frozen
+    'lora_qwen3moe_4l_bf16_qv_ckpt_s512',
   ];
   for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {
