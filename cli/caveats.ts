@@ -37,7 +37,7 @@ export function caveatsText(c: Caveats): string[] {
         break;
       case 'family_not_measured':
         if (i.family === 'qwen3_moe') {
-          grounds.push("Qwen3-MoE is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024, 16 experts: both peaks to the byte) and three real largest-batch searches, two of them on Qwen3-30B-A3B's layers cut to 4 and 8, not yet at a published size");
+          grounds.push("Qwen3-MoE is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024, 16 experts, in every precision: both peaks to the byte) and three real largest-batch searches, two of them on Qwen3-30B-A3B's layers cut to 4 and 8, not yet at a published size");
           break;
         }
         grounds.push("Mixtral is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3% built from its config and 5.2% loaded with from_pretrained, where the host's memory moves the driver's segments) and one real largest-batch search, not yet at a published size");

@@ -305,7 +305,6 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
   cuda.release(kT);
   const scores = matmul(rt, qs, kTs, { aContiguous: mergeable(headMajor.q), bContiguous: gqa || mergeable(headMajor.k) }, `${label} q @ k^T`);
   cuda.release(kTs);
-  cuda.release(qs);
   let attn = scores;
   if (mask) {
     attn = cuda.ref(scores); // attn.add_(mask)
@@ -317,7 +316,9 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
   const dropped = dropoutP > 0 ? dropout(rt, probs, dropoutP, `${label} dropout`) : cuda.ref(probs);
   cuda.release(probs);
   const out = matmul(rt, dropped, vRep, { aContiguous: true, bContiguous: gqa || mergeable(headMajor.v), outGradContiguous: b === 1 }, `${label} probs @ v`);
-  for (const t of [dropped, vRep, kRep, mask]) cuda.release(t);
+  // the function returns: its locals die in reverse order of declaration (attn, the expanded value and key, the
+  // scaled query, the mask); the scaled query is a C++ local, not a temporary of the first matmul
+  for (const t of [dropped, vRep, kRep, qs, mask]) cuda.release(t);
   return out;
 }
 

@@ -246,7 +246,7 @@ const en = {
   rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
   rCaveatConvEstimated: (batch: string) => `cuDNN’s convolution workspaces at batch ${batch} were not measured (the H100’s table has every batch up to 512 and a few windows past it): they are interpolated, and cuDNN switches algorithms with the batch, so near a whole GPU’s limit the answer can be a few batches high (ResNet-50 AMP bf16 on the H100: 1,864 with interpolated workspaces, 1,861 real).`,
   rCaveatMixtralNotMeasured: 'Mixtral is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3% built from its config and 5.2% loaded with from_pretrained, where the host’s memory moves the driver’s segments) and one real largest-batch search, not yet at a published size.',
-  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024, 16 experts: both peaks to the byte) and three real largest-batch searches, two of them on Qwen3-30B-A3B’s layers cut to 4 and 8, not yet at a published size.',
+  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE is simulated from transformers’ source and checked against small recorded runs (4 layers, hidden 1024, 16 experts, in every precision: both peaks to the byte) and three real largest-batch searches, two of them on Qwen3-30B-A3B’s layers cut to 4 and 8, not yet at a published size.',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `Mixture of experts (${experts} experts, ${topK} per token): transformers runs them with grouped_mm, whose memory does not depend on which experts the tokens go to: balanced routing and the worst case (every token to the same ${topK} experts) need the same memory.`,
 } as const;
@@ -469,7 +469,7 @@ const zh = {
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大可行 batch size 搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
   rCaveatConvEstimated: (batch: string) => `批量大小为 ${batch} 时的 cuDNN 卷积工作区没有实测过（H100 的表覆盖到 512 为止的每个批量大小，以及之后的几个区间）：这里用插值估计，而 cuDNN 会随批量大小换算法，所以在整卡显存的边界上，答案可能偏大几个批量（ResNet-50 AMP bf16 在 H100 上：插值时给出 1,864，实测 1,861）。`,
   rCaveatMixtralNotMeasured: 'Mixtral 按 transformers 的源码模拟，和几次小规模的实测运行以及一次真实的最大可行 batch size 搜索核对过，还没有在公开发布的规模上核对。那几次运行为 4 层、hidden_size 1024：峰值已分配显存误差在 0.03% 以内；预留显存用 from_config 构建时在 3% 以内，用 from_pretrained 加载时为 5.2%，因为主机内存的位置会改变驱动分配的段的地址。',
-  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE 按 transformers 的源码模拟，和几次小规模的实测运行（4 层、hidden_size 1024、16 个专家：峰值已分配和预留显存都精确到字节）以及三次真实的最大可行 batch size 搜索核对过，其中两次用 Qwen3-30B-A3B 的层结构，只取 4 层和 8 层；还没有在公开发布的规模上核对。',
+  rCaveatQwen3MoeNotMeasured: 'Qwen3-MoE 按 transformers 的源码模拟，和几次小规模的实测运行（4 层、hidden_size 1024、16 个专家，各种精度：峰值已分配和预留显存都精确到字节）以及三次真实的最大可行 batch size 搜索核对过，其中两次用 Qwen3-30B-A3B 的层结构，只取 4 层和 8 层；还没有在公开发布的规模上核对。',
   rCaveatMoeRouting: (experts: number, topK: number) =>
     `混合专家（${experts} 个专家，每个 token 路由到 ${topK} 个）：transformers 用 grouped_mm 计算专家，占用的显存与 token 路由到哪些专家无关。均衡路由和最坏情况（所有 token 都路由到同样的 ${topK} 个专家）需要的显存相同。`,
 };

@@ -38,7 +38,16 @@ function planOf(hf: Record<string, unknown>, training: Record<string, unknown> =
 }
 
 describe('Qwen3-MoE recorded on the H100', () => {
-  for (const name of ['qwen3moe_4l_bf16_adamw_s512', 'qwen3moe_4l_amp_bf16_ckpt_s1024', 'qwen3moe_4l_bf16_sgdm_nonorm_s1024', 'lora_qwen3moe_4l_bf16_qv_ckpt_s512']) {
+  const recordings = [
+    'qwen3moe_4l_bf16_adamw_s512',
+    'qwen3moe_4l_fp16_adamw_s512',
+    'qwen3moe_4l_amp_bf16_ckpt_s1024',
+    'qwen3moe_4l_amp_fp16_adamw_s512',
+    'qwen3moe_4l_bf16_sgdm_nonorm_s1024',
+    'qwen3moe_4l_fp32_sgd_dense13_s512',
+    'lora_qwen3moe_4l_bf16_qv_ckpt_s512',
+  ];
+  for (const name of recordings) {
     it(`${name}: the recording's parameter count and both peaks to the byte`, () => {
       const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as {
         plan: unknown;

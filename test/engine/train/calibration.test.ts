@@ -91,6 +91,11 @@ const EXACT = [
   'qwen3moe_4l_amp_bf16_ckpt_s1024',
   'qwen3moe_4l_bf16_sgdm_nonorm_s1024',
   'lora_qwen3moe_4l_bf16_qv_ckpt_s512',
+  // autocast fp16 (the router's fp16 logits softmaxed with half_to_float), and fp32 with dense layers
+  // (mlp_only_layers) over the math attention backend (its scaled query a C++ local to the function's end)
+  'qwen3moe_4l_amp_fp16_adamw_s512',
+  'qwen3moe_4l_fp32_sgd_dense13_s512',
+  'lora_tinyllama_4l_fp32_adamw',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
