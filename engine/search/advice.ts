@@ -101,8 +101,8 @@ function hfModelType(plan: Plan): string | null {
  * Note [LoRA advice]: LoRA changes what is trained (the base frozen, only adapters learn), so unlike the other
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
  * batch, under the `batch` goal), with LoraConfig's defaults on the model type's default targets, which is what
- * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds (phi3 and qwen3_moe, which PEFT has no default
- * for: phi3's fused qkv_proj, and q_proj and v_proj as for qwen3). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
+ * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds (where PEFT has no default: q_proj and v_proj,
+ * phi3's fused qkv_proj). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
  * model with no default targets here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {
@@ -111,7 +111,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   const targets = peftDefaultTargets(modelType ?? '');
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
-    const message = `LoRA advice needs a Hugging Face model with default target modules (PEFT's; phi3's fused qkv_proj, qwen3_moe's q_proj and v_proj: ${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
+    const message = `LoRA advice needs a Hugging Face model with default target modules (PEFT's; where it has none, q_proj and v_proj, phi3's fused qkv_proj: ${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
     return { skip: { id: 'lora', reason_id: 'no_default_targets', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };

@@ -87,6 +87,9 @@ const cases: [string, string][] = [
   ['head_dim odd', hf({ model_type: 'gemma2', head_dim: 33 }, 'head_dim')],
   ['layer_types', hf({ model_type: 'gemma2', num_hidden_layers: 3, layer_types: ['full_attention'] }, 'layer_types')],
   ['Mixtral output_router_logits', hf({ model_type: 'mixtral', output_router_logits: true }, 'output_router_logits')],
+  ['Qwen3-MoE mlp_only_layers', hf({ model_type: 'qwen3_moe', mlp_only_layers: 'all' }, 'mlp_only_layers')],
+  ['SmolLM3 no_rope_layers', hf({ model_type: 'smollm3', num_hidden_layers: 4, no_rope_layers: [1, 1] }, 'no_rope_layers')],
+  ['SmolLM3 sliding window', hf({ model_type: 'smollm3', use_sliding_window: true, sliding_window: 4096 }, 'use_sliding_window')],
   ['Mixtral router_jitter_noise negative', hf({ model_type: 'mixtral', router_jitter_noise: -1 }, 'router_jitter_noise')],
   ['Mixtral router_jitter_noise', hf({ model_type: 'mixtral', router_jitter_noise: 0.01 }, 'router_jitter_noise')],
   ['Mixtral experts_implementation', hf({ model_type: 'mixtral', experts_implementation: 'eager' }, 'experts_implementation')],
@@ -167,7 +170,7 @@ describe('engine problems in Chinese', () => {
   });
 
   it('words every variable part: the model_type, the numbers, the names', () => {
-    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma2, gemma3_text, gpt2');
+    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, smollm3, phi3, gemma2, gemma3_text, gpt2');
     expect(zh(cases.find(([n]) => n === 'lora.dropout, 1.5')![1])).toBe('必须小于 1，实际为 1.5');
     expect(zh(cases.find(([n]) => n === 'lora.target_modules, an empty name')![1])).toBe('不能为空，实际为 ""（文本）');
     expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(

@@ -27,7 +27,7 @@ export interface Gpt2Config {
 
 export interface LlamaConfig {
   family: 'llama';
-  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral' | 'qwen3_moe';
+  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral' | 'qwen3_moe' | 'smollm3';
   vocabSize: number;
   hidden: number;
   intermediate: number;
@@ -54,6 +54,8 @@ export interface LlamaConfig {
   residDropout: number;
   /** Dimensions of each head the rotary embedding turns (Phi-3's `partial_rotary_factor`); head_dim elsewhere. */
   rotaryDim: number;
+  /** SmolLM3: the layers whose attention applies no rotary embedding (NoPE: `no_rope_layers[i]` 0); none elsewhere. */
+  noRopeLayers: readonly number[];
   /**
    * Mixtral and Qwen3-MoE: the sparse mixture of experts that replaces the MLP (MixtralSparseMoeBlock,
    * Qwen3MoeSparseMoeBlock); null elsewhere.
@@ -133,7 +135,7 @@ export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 const WHERE = 'model.hf_config';
 
 /** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
-export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'gemma2', 'gemma3_text', 'bert'];
+export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'gemma2', 'gemma3_text', 'bert'];
 
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
@@ -292,6 +294,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         fusedProjections: modelType === 'phi3',
         residDropout: modelType === 'phi3' ? prob(raw, 'resid_pdrop', 0) : 0,
         rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
+        noRopeLayers: [],
         moe: null,
       };
     }
@@ -299,6 +302,8 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       return resolveMixtral(raw);
     case 'qwen3_moe':
       return resolveQwen3Moe(raw);
+    case 'smollm3':
+      return resolveSmolLM3(raw);
     case 'gemma2':
     case 'gemma3_text':
       return resolveGemma(raw, modelType);
@@ -442,7 +447,55 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     fusedProjections: false,
     residDropout: 0,
     rotaryDim: headDim,
+    noRopeLayers: [],
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
+  };
+}
+
+/**
+ * SmolLM3Config (transformers 5.17 configuration_smollm3.py; modeling_smollm3.py read on the GPU machine): Llama's
+ * model and layers, but the attention of the layers where `no_rope_layers[i]` is 0 applies no rotary embedding
+ * (NoPE; by default every `no_rope_layer_interval`-th layer, 4). Its sliding window applies only to NoPE layers with
+ * `use_sliding_window` (false in the published model): not simulated yet, refused.
+ */
+function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
+  checkArchitectures(raw, ['SmolLM3ForCausalLM']);
+  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, 4, null);
+  const layers = int(raw, 'num_hidden_layers', 36);
+  if (bool(raw, 'use_sliding_window', false) && read(raw, 'sliding_window') !== null && read(raw, 'sliding_window') !== undefined) {
+    throw new InputError(`${WHERE}.use_sliding_window`, 'the sliding window of SmolLM3\'s NoPE layers is not simulated yet: the published model trains without it (false)');
+  }
+  const flags = read(raw, 'no_rope_layers');
+  const interval = int(raw, 'no_rope_layer_interval', 4);
+  if (flags !== undefined && flags !== null && (!Array.isArray(flags) || flags.length < layers || !flags.every((f) => f === 0 || f === 1))) {
+    throw new InputError(`${WHERE}.no_rope_layers`, `must be a list of 0 (no rotary embedding) and 1, one per layer (${layers}), got ${JSON.stringify(flags)}`);
+  }
+  const usesRope = (i: number) => (Array.isArray(flags) ? flags[i] === 1 : (i + 1) % interval !== 0);
+  return {
+    family: 'llama',
+    modelType: 'smollm3',
+    vocabSize: int(raw, 'vocab_size', 128256),
+    hidden,
+    intermediate: int(raw, 'intermediate_size', 11008),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    maxPositions: int(raw, 'max_position_embeddings', 32768),
+    activation: activation(raw, 'hidden_act', 'silu'),
+    attentionBias: bool(raw, 'attention_bias', false),
+    qkvBias: false,
+    mlpBias: bool(raw, 'mlp_bias', false),
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+    slidingWindow: null,
+    useCache: bool(raw, 'use_cache', true),
+    qkNorm: false,
+    fusedProjections: false,
+    residDropout: 0,
+    rotaryDim: headDim,
+    noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
+    moe: null,
   };
 }
 
@@ -514,6 +567,7 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     fusedProjections: false,
     residDropout: 0,
     rotaryDim: headDim,
+    noRopeLayers: [],
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
   };

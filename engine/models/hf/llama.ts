@@ -1,7 +1,8 @@
 /**
  * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`, `Phi3ForCausalLM`,
- * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts) and
- * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router) (transformers 5.17
+ * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts),
+ * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router) and `SmolLM3ForCausalLM`
+ * (Llama's, with no rotary embedding in its NoPE layers) (transformers 5.17
  * modeling_llama.py and the models generated from it) trained as `model(input_ids=ids, labels=ids).loss`.
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
  * biases; Qwen3 and Qwen3-MoE then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down;
@@ -205,8 +206,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, softmaxFp32: true, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
     // The rotary embedding's rotate_half backward (SliceBackward0: a zero tensor of the input's shape) is the
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
-    // (the projections' dtype: under autocast the linear's, not the fp32 input's)
-    const copies = { ...gradCopies({ dtype: rt.autocast?.dtype ?? x.dtype }, call), q: true, k: true };
+    // (the projections' dtype: under autocast the linear's, not the fp32 input's). SmolLM3's NoPE layers apply none.
+    const rope = !cfg.noRopeLayers.includes(i);
+    const copies = { ...gradCopies({ dtype: rt.autocast?.dtype ?? x.dtype }, call), ...(rope ? { q: true, k: true } : {}) };
     // with a sliding-window mask, repeat_kv's backward sums the heads' gradients into contiguous [B, KV, T, D]
     // tensors: v's head view copies its gradient too (measured: mistral_4l_amp_bf16_window256_ckpt)
     if (mask && options.attention === 'sdpa' && cfg.kvHeads !== cfg.heads) copies.v = true;
@@ -224,9 +226,12 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       q = partialRotary(rt, qRot, qPass, cos4, sin4, `${a} query`);
       k = partialRotary(rt, kRot, kPass, cos4, sin4, `${a} key`);
       for (const t of [kPass, kRot, qPass, qRot]) cuda.release(t);
-    } else {
+    } else if (rope) {
       q = applyRotary(rt, q0, cos4, sin4, `${a} query`);
       k = applyRotary(rt, k0, cos4, sin4, `${a} key`);
+    } else {
+      q = cuda.ref(q0);
+      k = cuda.ref(k0);
     }
     cuda.release(sin4);
     cuda.release(cos4);

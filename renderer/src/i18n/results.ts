@@ -130,7 +130,7 @@ const en = {
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
   rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (for Phi-3 and Qwen3-MoE, which have no default targets: Phi-3’s fused qkv_proj, and q_proj and v_proj as for Qwen3); the base weights frozen`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (where PEFT has no default targets: q_proj and v_proj, Phi-3’s fused qkv_proj); the base weights frozen`,
   rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
   rAdviceNone: 'None of the changes memplan tries saves memory for this plan.',
   rAdviceNoneBatch: 'None of the changes memplan tries allows a larger batch for this plan.',
@@ -161,7 +161,7 @@ const en = {
   rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
   rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
   rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; Phi-3’s fused qkv_proj, Qwen3-MoE’s q_proj and v_proj): ${modelTypes.join(', ')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; where it has none, q_proj and v_proj, Phi-3’s fused qkv_proj): ${modelTypes.join(', ')}`,
 
   // Notes
   rNotesTitle: 'Notes',
@@ -362,7 +362,7 @@ const zh = {
   rAdviceSdpa: '用 scaled_dot_product_attention 代替 eager 注意力',
   rAdviceSdpaCost: '没有代价：速度更快，注意力也不再为反向传播保存 L×L 的概率矩阵。',
   rAdviceLora: '改用 LoRA 适配器微调，而不是全参数微调',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上（Phi-3 和 Qwen3-MoE 没有默认 target_modules：Phi-3 加在融合的 qkv_proj 上，Qwen3-MoE 和 Qwen3 一样加在 q_proj 和 v_proj 上）；基础模型权重冻结`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT 的默认设置：r ${r}、lora_alpha ${alpha}，适配器加在 ${targets} 上（PEFT 没有默认 target_modules 的模型：加在 q_proj 和 v_proj 上，Phi-3 加在融合的 qkv_proj 上）；基础模型权重冻结`,
   rAdviceLoraCost: '这是另一种微调：只训练适配器，效果可能与全参数微调不同；r 越大、目标模块越多，显存占用越多。',
   rAdviceNone: '对这个方案，memplan 尝试的改动都不能节省显存。',
   rAdviceNoneBatch: '对这个方案，memplan 尝试的改动都不能放下更大的批量。',
@@ -392,7 +392,7 @@ const zh = {
   rWhyNoLargerBatch: '搜索结果：等效批量大小没有变大',
   rWhyPlanFits: '方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议',
   rWhyNotSimulated: (detail: string) => `这个模型暂不支持模拟这项改动${detail ? `（${detail}）` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；Phi-3 用融合的 qkv_proj，Qwen3-MoE 用 q_proj 和 v_proj）：${modelTypes.join('、')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；没有默认值的用 q_proj 和 v_proj，Phi-3 用融合的 qkv_proj）：${modelTypes.join('、')}`,
 
   rNotesTitle: '说明',
   rNoteParametersInDtype:
