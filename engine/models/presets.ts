@@ -47,7 +47,7 @@ interface DecoderShape {
   rope_parameters?: Record<string, unknown>;
 }
 
-const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'smollm3', arch: string, source: string, shape: DecoderShape, parameters: string): Preset => ({
+const decoder = (family: string, modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'smollm3' | 'olmo2', arch: string, source: string, shape: DecoderShape, parameters: string): Preset => ({
   kind: 'hf',
   family,
   parameters,
@@ -152,6 +152,9 @@ export const PRESETS: Record<string, Preset> = {
   'gemma-3-27b': gemma3('google/gemma-3-27b-pt (text_config)', { hidden_size: 5376, intermediate_size: 21504, num_hidden_layers: 62, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 168, vocab_size: 262208, max_position_embeddings: 131072, sliding_window: 1024, rope_scaling: { rope_type: 'linear', factor: 8 } }, '27.0B text'),
   // SmolLM3-3B: Llama's layers, every fourth without a rotary embedding (no_rope_layers' default)
   'smollm3-3b': decoder('SmolLM3', 'smollm3', 'SmolLM3ForCausalLM', 'HuggingFaceTB/SmolLM3-3B', { vocab_size: 128256, hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16, num_key_value_heads: 4, max_position_embeddings: 65536, tie_word_embeddings: true }, '3.1B'),
+  // OLMo 2: norms after attention and the MLP, q/k norms over the projections
+  'olmo-2-1b': decoder('OLMo 2', 'olmo2', 'Olmo2ForCausalLM', 'allenai/OLMo-2-0425-1B', { vocab_size: 100352, hidden_size: 2048, intermediate_size: 8192, num_hidden_layers: 16, num_attention_heads: 16, num_key_value_heads: 16, max_position_embeddings: 4096 }, '1.5B'),
+  'olmo-2-7b': decoder('OLMo 2', 'olmo2', 'Olmo2ForCausalLM', 'allenai/OLMo-2-1124-7B', { vocab_size: 100352, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, max_position_embeddings: 4096 }, '7.3B'),
   'qwen3-30b-a3b': qwen3Moe('Qwen/Qwen3-30B-A3B', { hidden_size: 2048, intermediate_size: 6144, moe_intermediate_size: 768, num_hidden_layers: 48, num_attention_heads: 32 }, '30.5B'),
   'qwen3-235b-a22b': qwen3Moe('Qwen/Qwen3-235B-A22B', { hidden_size: 4096, intermediate_size: 12288, moe_intermediate_size: 1536, num_hidden_layers: 94, num_attention_heads: 64 }, '235B'),
   'mixtral-8x7b': mixtral('mistralai/Mixtral-8x7B-v0.1', { hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 32768 }, '46.7B'),

@@ -134,9 +134,11 @@ const HF_BLOCK_EVENTS: Record<HfConfig['family'], number> = { gpt2: 480, llama: 
  * measured, AMP eager reentrant; the same whatever the expert count, grouped_mm allocating per call, not per expert),
  * and Qwen3-MoE's, Mixtral's block with Qwen3's q/k norms (counted per step from the simulator as 4 layers against 8
  * over every precision, attention and checkpointing mode: at most 745 a block, AMP eager reentrant, where Mixtral's
- * count the same way is 603: Mixtral's 1,000 scaled).
+ * count the same way is 603: Mixtral's 1,000 scaled), and OLMo 2's (norms after attention and the MLP, q/k norms
+ * over the projections, the rotary embedding in fp32: at most 599 a block counted the same way, Qwen3's 585: Qwen3's
+ * 920 scaled).
  */
-const VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3: 1010, gemma3_text: 1250, mixtral: 1000, qwen3_moe: 1250 };
+const VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3: 1010, gemma3_text: 1250, mixtral: 1000, qwen3_moe: 1250, olmo2: 950 };
 /**
  * Per LoRA-adapted module and micro-step: the adapter path (cast, dropout, lora_A, lora_B, scaling, the sum and its
  * cast) and its backward, less the frozen base's weight gradient (counted per step from the simulator, LoRA on every

@@ -170,7 +170,7 @@ describe('engine problems in Chinese', () => {
   });
 
   it('words every variable part: the model_type, the numbers, the names', () => {
-    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, smollm3, phi3, gemma2, gemma3_text, gpt2');
+    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, smollm3, olmo2, phi3, gemma2, gemma3_text, gpt2');
     expect(zh(cases.find(([n]) => n === 'lora.dropout, 1.5')![1])).toBe('必须小于 1，实际为 1.5');
     expect(zh(cases.find(([n]) => n === 'lora.target_modules, an empty name')![1])).toBe('不能为空，实际为 ""（文本）');
     expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(

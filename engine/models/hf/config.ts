@@ -27,7 +27,7 @@ export interface Gpt2Config {
 
 export interface LlamaConfig {
   family: 'llama';
-  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral' | 'qwen3_moe' | 'smollm3';
+  modelType: 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'phi3' | 'mixtral' | 'qwen3_moe' | 'smollm3' | 'olmo2';
   vocabSize: number;
   hidden: number;
   intermediate: number;
@@ -56,6 +56,13 @@ export interface LlamaConfig {
   rotaryDim: number;
   /** SmolLM3: the layers whose attention applies no rotary embedding (NoPE: `no_rope_layers[i]` 0); none elsewhere. */
   noRopeLayers: readonly number[];
+  /**
+   * OLMo 2's layer: no norm before attention or the MLP, a norm after each (`post_attention_layernorm`,
+   * `post_feedforward_layernorm`) before its residual add; q and k normed over their whole projection (weights
+   * [heads x head_dim]); every RMSNorm applies its weight in fp32 and casts after (`(weight * x).to(dtype)`); the
+   * rotary embedding's cos and sin stay fp32, q and k are rotated in fp32 and cast back.
+   */
+  normAfter: boolean;
   /**
    * Mixtral and Qwen3-MoE: the sparse mixture of experts that replaces the MLP (MixtralSparseMoeBlock,
    * Qwen3MoeSparseMoeBlock); null elsewhere.
@@ -135,7 +142,7 @@ export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 const WHERE = 'model.hf_config';
 
 /** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
-export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'gemma2', 'gemma3_text', 'bert'];
+export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'olmo2', 'gemma2', 'gemma3_text', 'bert'];
 
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
@@ -295,6 +302,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         residDropout: modelType === 'phi3' ? prob(raw, 'resid_pdrop', 0) : 0,
         rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
         noRopeLayers: [],
+        normAfter: false,
         moe: null,
       };
     }
@@ -304,6 +312,8 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       return resolveQwen3Moe(raw);
     case 'smollm3':
       return resolveSmolLM3(raw);
+    case 'olmo2':
+      return resolveOlmo2(raw);
     case 'gemma2':
     case 'gemma3_text':
       return resolveGemma(raw, modelType);
@@ -448,6 +458,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     residDropout: 0,
     rotaryDim: headDim,
     noRopeLayers: [],
+    normAfter: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
   };
 }
@@ -495,6 +506,43 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     residDropout: 0,
     rotaryDim: headDim,
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
+    normAfter: false,
+    moe: null,
+  };
+}
+
+/**
+ * Olmo2Config (transformers 5.17 configuration_olmo2.py; modeling_olmo2.py read on the GPU machine): Llama's model
+ * with OLMo 2's layer and rotary embedding (LlamaConfig.normAfter).
+ */
+function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
+  checkArchitectures(raw, ['Olmo2ForCausalLM']);
+  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, null, null);
+  return {
+    family: 'llama',
+    modelType: 'olmo2',
+    vocabSize: int(raw, 'vocab_size', 50304),
+    hidden,
+    intermediate: int(raw, 'intermediate_size', 11008),
+    layers: int(raw, 'num_hidden_layers', 32),
+    heads,
+    kvHeads,
+    headDim,
+    maxPositions: int(raw, 'max_position_embeddings', 2048),
+    activation: activation(raw, 'hidden_act', 'silu'),
+    attentionBias: bool(raw, 'attention_bias', false),
+    qkvBias: false,
+    mlpBias: false,
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
+    slidingWindow: null,
+    useCache: bool(raw, 'use_cache', true),
+    qkNorm: true,
+    fusedProjections: false,
+    residDropout: 0,
+    rotaryDim: headDim,
+    noRopeLayers: [],
+    normAfter: true,
     moe: null,
   };
 }
@@ -568,6 +616,7 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     residDropout: 0,
     rotaryDim: headDim,
     noRopeLayers: [],
+    normAfter: false,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
   };

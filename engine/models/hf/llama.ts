@@ -1,8 +1,9 @@
 /**
  * `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`, `Phi3ForCausalLM`,
  * `MixtralForCausalLM` (Mistral's with a sparse mixture of experts for the MLP: hf/mixtral-moe.ts),
- * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router) and `SmolLM3ForCausalLM`
- * (Llama's, with no rotary embedding in its NoPE layers) (transformers 5.17
+ * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router), `SmolLM3ForCausalLM`
+ * (Llama's, with no rotary embedding in its NoPE layers) and `Olmo2ForCausalLM` (norms after attention and the
+ * MLP: LlamaConfig.normAfter) (transformers 5.17
  * modeling_llama.py and the models generated from it) trained as `model(input_ids=ids, labels=ids).loss`.
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
  * biases; Qwen3 and Qwen3-MoE then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down;
@@ -56,8 +57,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       lin(`${l}.self_attn.v_proj`, cfg.kvHeads * hd, cfg.hidden, qkvBias);
       lin(`${l}.self_attn.o_proj`, cfg.hidden, cfg.heads * hd, cfg.attentionBias);
       if (cfg.qkNorm) {
-        p(`${l}.self_attn.q_norm.weight`, [hd]);
-        p(`${l}.self_attn.k_norm.weight`, [hd]);
+        // Qwen3's per-head norms; OLMo 2's over the whole projection
+        p(`${l}.self_attn.q_norm.weight`, [cfg.normAfter ? cfg.heads * hd : hd]);
+        p(`${l}.self_attn.k_norm.weight`, [cfg.normAfter ? cfg.kvHeads * hd : hd]);
       }
       const moe = sparseLayer(i) ? cfg.moe : null;
       if (moe) {
@@ -74,8 +76,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
         lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, cfg.mlpBias);
       }
     }
-    p(`${l}.input_layernorm.weight`, [cfg.hidden]);
+    if (!cfg.normAfter) p(`${l}.input_layernorm.weight`, [cfg.hidden]);
     p(`${l}.post_attention_layernorm.weight`, [cfg.hidden]);
+    if (cfg.normAfter) p(`${l}.post_feedforward_layernorm.weight`, [cfg.hidden]);
   }
   p('model.norm.weight', [cfg.hidden]);
   // rotary_emb's buffers, fp32 whatever the model's dtype
@@ -116,6 +119,15 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     const normed = mul(rt, up, inv, `${label} hidden * rsqrt`);
     cuda.release(inv);
     cuda.release(up);
+    if (cfg.normAfter) {
+      // Olmo2RMSNorm: `(self.weight * hidden_states).to(input_dtype)`: the weight applied in fp32, then the cast
+      const weighted = mul(rt, weight, normed, label);
+      const out = toDType(rt, weighted, x.dtype, `${label} to(input_dtype)`);
+      cuda.release(weighted);
+      cuda.release(normed);
+      cuda.release(variance);
+      return out;
+    }
     const down = toDType(rt, normed, x.dtype, `${label} to(input_dtype)`);
     const out = mul(rt, weight, down, label);
     cuda.release(down);
@@ -152,6 +164,16 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     const { cuda } = rt;
     const a = modules.attn;
     const [b, t] = x.shape as [number, number];
+    /** Each of q, k, v (in that order) `.view(B, T, -1, D).transpose(1, 2)`, the tensor it views released. */
+    const toHeads = (qs: Tensor, ks: Tensor, vs: Tensor) => {
+      const q = splitHeads(rt, qs, cfg.heads, hd, copies.q, `${a} query`);
+      cuda.release(qs);
+      const k = splitHeads(rt, ks, cfg.kvHeads, hd, copies.k, `${a} key`);
+      cuda.release(ks);
+      const v = splitHeads(rt, vs, cfg.kvHeads, hd, copies.v, `${a} value`);
+      cuda.release(vs);
+      return { q, k, v };
+    };
     if (cfg.fusedProjections) {
       // Phi3Attention: qkv = qkv_proj(x); q/k/v = slices of its last dimension (SliceBackward0: a zero gradient of
       // qkv's shape each), each `.view(B, T, -1, D).transpose(1, 2)`. qkv is a local until forward returns.
@@ -159,13 +181,18 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       const qs = sliceView(rt, qkv, [b, t, cfg.heads * hd], `${a} qkv[..., :q]`);
       const ks = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., q:k]`);
       const vs = sliceView(rt, qkv, [b, t, cfg.kvHeads * hd], `${a} qkv[..., k:]`);
-      const q = splitHeads(rt, qs, cfg.heads, hd, copies.q, `${a} query`);
-      cuda.release(qs);
-      const k = splitHeads(rt, ks, cfg.kvHeads, hd, copies.k, `${a} key`);
-      cuda.release(ks);
-      const v = splitHeads(rt, vs, cfg.kvHeads, hd, copies.v, `${a} value`);
-      cuda.release(vs);
-      return { q, k, v, held: [qkv] };
+      return { ...toHeads(qs, ks, vs), held: [qkv] };
+    }
+    if (cfg.qkNorm && cfg.normAfter) {
+      // Olmo2Attention: `q_norm(q_proj(x))` over the whole projection, the same for k, then v; then each
+      // `.view(B, T, -1, D).transpose(1, 2)`
+      const qn = proj(rt, x, modules.qProj);
+      const qNormed = rmsNorm(rt, qn, w(modules.qNorm), `${a} query norm`);
+      cuda.release(qn);
+      const kn = proj(rt, x, modules.kProj);
+      const kNormed = rmsNorm(rt, kn, w(modules.kNorm), `${a} key norm`);
+      cuda.release(kn);
+      return { ...toHeads(qNormed, kNormed, proj(rt, x, modules.vProj)), held: [] };
     }
     if (cfg.qkNorm) {
       // Qwen3Attention: `q_norm(q_proj(x).view(B, T, -1, D)).transpose(1, 2)`, the same for k; v as in Llama
@@ -226,6 +253,14 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       q = partialRotary(rt, qRot, qPass, cos4, sin4, `${a} query`);
       k = partialRotary(rt, kRot, kPass, cos4, sin4, `${a} key`);
       for (const t of [kPass, kRot, qPass, qRot]) cuda.release(t);
+    } else if (rope && cfg.normAfter) {
+      // OLMo 2's apply_rotary_pos_emb: in the fp32 cos and sin's dtype, then `q_embed.to(q_type)`, `k_embed.to(k_type)`
+      const qe = applyRotary(rt, q0, cos4, sin4, `${a} query`);
+      const ke = applyRotary(rt, k0, cos4, sin4, `${a} key`);
+      q = toDType(rt, qe, q0.dtype, `${a} query .to(q_type)`);
+      k = toDType(rt, ke, k0.dtype, `${a} key .to(k_type)`);
+      cuda.release(qe);
+      cuda.release(ke);
     } else if (rope) {
       q = applyRotary(rt, q0, cos4, sin4, `${a} query`);
       k = applyRotary(rt, k0, cos4, sin4, `${a} key`);
@@ -304,7 +339,31 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     return out;
   }
 
+  /**
+   * Olmo2DecoderLayer.forward: `h, _ = self_attn(x)`; `h = post_attention_layernorm(h)`; `h = residual + h`; then
+   * `h = mlp(h)`; `h = post_feedforward_layernorm(h)`; `h = residual + h` (each rebinding drops what it replaces).
+   */
+  function layerNormAfter(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): Tensor {
+    const { cuda } = rt;
+    const modules = layerModules[i]!;
+    const l = modules.layer;
+    const [attnOut, weights] = attention(rt, x, i, cos, sin, mask);
+    const normed = rmsNorm(rt, attnOut, w(modules.postAttentionLayernormWeight), modules.postAttentionLayernorm);
+    cuda.release(attnOut);
+    const hidden = addTensors(rt, x, normed, `${l} residual + attention`);
+    cuda.release(normed);
+    const mlpOut = mlp(rt, hidden, i);
+    const normed2 = rmsNorm(rt, mlpOut, w(`${l}.post_feedforward_layernorm.weight`), `${l}.post_feedforward_layernorm`);
+    cuda.release(mlpOut);
+    const out = addTensors(rt, hidden, normed2, `${l} residual + mlp`);
+    cuda.release(normed2);
+    cuda.release(hidden);
+    cuda.release(weights);
+    return out;
+  }
+
   function layer(rt: Runtime, x: Tensor, i: number, cos: Tensor, sin: Tensor, mask: Tensor | null): Tensor {
+    if (cfg.normAfter) return layerNormAfter(rt, x, i, cos, sin, mask);
     const { cuda } = rt;
     const modules = layerModules[i]!;
     const l = modules.layer;
@@ -331,7 +390,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   /** LlamaRotaryEmbedding.forward under no_grad: fp32 math, then cos and sin in the hidden states' dtype. */
   function rotaryEmbedding(rt: Runtime, t: number, hiddenDType: DType): [Tensor, Tensor] {
-    return rotaryCosSin(rt, w('model.rotary_emb.inv_freq'), t, hd, hiddenDType);
+    // OLMo 2's returns cos and sin as computed, fp32
+    return rotaryCosSin(rt, w('model.rotary_emb.inv_freq'), t, hd, cfg.normAfter ? 'float32' : hiddenDType);
   }
 
   return {

@@ -128,8 +128,8 @@ describe('the model types of a pasted config.json', () => {
       const problems = parsed.ok ? [] : parsed.issues.map((i) => i.message);
       expect(problems.filter((m) => m.includes('is not simulated yet')), modelType).toEqual([]);
     }
-    const unknown = safeParseHfConfig({ model_type: 'olmo2' });
+    const unknown = safeParseHfConfig({ model_type: 'falcon' });
     expect(unknown.ok).toBe(false);
-    if (!unknown.ok) expect(unknown.issues[0]!.message).toBe(`"olmo2" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
+    if (!unknown.ok) expect(unknown.issues[0]!.message).toBe(`"falcon" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
   });
 });
