@@ -39,7 +39,7 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
     case 'sdpa':
       return 'use scaled_dot_product_attention (attention "sdpa")';
     case 'lora':
-      return `fine-tune LoRA adapters instead of the whole model: LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]), PEFT's defaults (where PEFT has none: q_proj and v_proj, phi3's fused qkv_proj) (training.lora in the plan)`;
+      return `fine-tune LoRA adapters instead of the whole model: LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]), PEFT's defaults (where PEFT has none: q_proj and v_proj; for phi3, its fused qkv_proj) (training.lora in the plan)`;
   }
 }
 
@@ -93,7 +93,7 @@ export function notApplicableText(n: NotApplicable): string {
     case 'not_simulated':
       return `${name}: not simulated for this model yet${n.message ? ` (${n.message})` : ''}`;
     case 'no_default_targets':
-      return `${name}: advised only for the models with default target modules (PEFT's; where it has none, q_proj and v_proj, phi3's fused qkv_proj): ${LORA_MODEL_TYPES.join(', ')}`;
+      return `${name}: advised only for the models with default target modules (PEFT's; where it has none, q_proj and v_proj; for phi3, its fused qkv_proj): ${LORA_MODEL_TYPES.join(', ')}`;
     case 'needs_amp_bf16':
       return `${name}: advised only for plans that train with autocast bf16 (precision "amp_bf16"); from fp32, autocast bf16 comes first`;
     case 'gpu_without_bf16':

@@ -316,8 +316,9 @@ function mathAttention(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, { dropoutP,
   const dropped = dropoutP > 0 ? dropout(rt, probs, dropoutP, `${label} dropout`) : cuda.ref(probs);
   cuda.release(probs);
   const out = matmul(rt, dropped, vRep, { aContiguous: true, bContiguous: gqa || mergeable(headMajor.v), outGradContiguous: b === 1 }, `${label} probs @ v`);
-  // the function returns: its locals die in reverse order of declaration (attn, the expanded value and key, the
-  // scaled query, the mask); the scaled query is a C++ local, not a temporary of the first matmul
+  // the function returns: its locals die in reverse order of declaration (attn, the expanded key and value, the
+  // scaled query, the mask; attn and the expanded value are saved for backward, so those frees show no event); the
+  // scaled query is a C++ local, not a temporary of the first matmul
   for (const t of [dropped, vRep, kRep, qs, mask]) cuda.release(t);
   return out;
 }

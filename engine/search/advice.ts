@@ -111,7 +111,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   const targets = peftDefaultTargets(modelType ?? '');
   if (t.lora || t.freeze.length > 0) return { skip: { id: 'lora', reason_id: 'already_set' } };
   if (targets === null) {
-    const message = `LoRA advice needs a Hugging Face model with default target modules (PEFT's; where it has none, q_proj and v_proj, phi3's fused qkv_proj: ${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
+    const message = `LoRA advice needs a Hugging Face model with default target modules (PEFT's; where it has none, q_proj and v_proj; for phi3, its fused qkv_proj: ${LORA_MODEL_TYPES.join(', ')}${modelType ? `; not ${modelType}` : ''})`;
     return { skip: { id: 'lora', reason_id: 'no_default_targets', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };

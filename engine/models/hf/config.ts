@@ -466,22 +466,35 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
 /**
  * SmolLM3Config (transformers 5.17 configuration_smollm3.py; modeling_smollm3.py read on the GPU machine): Llama's
  * model and layers, but the attention of the layers where `no_rope_layers[i]` is 0 applies no rotary embedding
- * (NoPE; by default every `no_rope_layer_interval`-th layer, 4). Its sliding window applies only to NoPE layers with
- * `use_sliding_window` (false in the published model): not simulated yet, refused.
+ * (NoPE; by default every `no_rope_layer_interval`-th layer, 4). `__post_init__` makes a NoPE layer a
+ * "sliding_attention" one when `use_sliding_window` and a `sliding_window` are set, and the model gives every
+ * sliding layer the sliding mask (a `layer_types` given is taken as it is): not simulated yet, refused (the published
+ * model has none).
  */
 function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
   checkArchitectures(raw, ['SmolLM3ForCausalLM']);
-  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, 4, null);
+  // num_key_value_heads: 4 by default, the attention heads when the config gives null (`__post_init__`)
+  const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, read(raw, 'num_key_value_heads') === null ? null : 4, null);
   const layers = int(raw, 'num_hidden_layers', 36);
-  if (bool(raw, 'use_sliding_window', false) && read(raw, 'sliding_window') !== null && read(raw, 'sliding_window') !== undefined) {
-    throw new InputError(`${WHERE}.use_sliding_window`, 'the sliding window of SmolLM3\'s NoPE layers is not simulated yet: the published model trains without it (false)');
-  }
   const flags = read(raw, 'no_rope_layers');
   const interval = int(raw, 'no_rope_layer_interval', 4);
   if (flags !== undefined && flags !== null && (!Array.isArray(flags) || flags.length < layers || !flags.every((f) => f === 0 || f === 1))) {
-    throw new InputError(`${WHERE}.no_rope_layers`, `must be a list of 0 (no rotary embedding) and 1, one per layer (${layers}), got ${JSON.stringify(flags)}`);
+    throw new InputError(`${WHERE}.no_rope_layers`, `must be a list of 0 (no rotary embedding) and 1, at least one per layer (${layers}), got ${JSON.stringify(flags)}`);
   }
   const usesRope = (i: number) => (Array.isArray(flags) ? flags[i] === 1 : (i + 1) % interval !== 0);
+  const given = read(raw, 'layer_types');
+  if (given !== undefined && given !== null) {
+    if (!Array.isArray(given) || given.length < layers || !given.every((k) => k === 'sliding_attention' || k === 'full_attention')) {
+      throw new InputError(`${WHERE}.layer_types`, `must list "sliding_attention" or "full_attention" for each of the ${layers} layers`);
+    }
+    if (given.slice(0, layers).includes('sliding_attention')) {
+      throw new InputError(`${WHERE}.layer_types`, 'the sliding window of SmolLM3\'s sliding_attention layers is not simulated yet: the published model has none');
+    }
+  } else if (bool(raw, 'use_sliding_window', false) && read(raw, 'sliding_window') !== null && read(raw, 'sliding_window') !== undefined) {
+    if (Array.from({ length: layers }, (_, i) => i).some((i) => !usesRope(i))) {
+      throw new InputError(`${WHERE}.use_sliding_window`, 'the sliding window of SmolLM3\'s NoPE layers is not simulated yet: the published model has none (use_sliding_window false)');
+    }
+  }
   return {
     family: 'llama',
     modelType: 'smollm3',

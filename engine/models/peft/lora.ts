@@ -42,7 +42,7 @@ export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
 /**
  * The `model_type`s memplan simulates LoRA on, each with default targets (`peftDefaultTargets`: PEFT's, and where
- * PEFT has none, q_proj and v_proj, phi3's fused qkv_proj).
+ * PEFT has none, q_proj and v_proj; for phi3, its fused qkv_proj).
  */
 export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'qwen3_moe', 'smollm3', 'olmo2', 'phi3', 'gemma2', 'gemma3_text', 'gpt2'];
 

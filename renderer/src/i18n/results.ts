@@ -130,7 +130,7 @@ const en = {
   rAdviceSdpa: 'Use scaled_dot_product_attention instead of eager attention',
   rAdviceSdpaCost: 'None: it is faster, and attention no longer keeps the L×L probabilities for backward.',
   rAdviceLora: 'Fine-tune with LoRA adapters instead of the whole model',
-  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (where PEFT has no default targets: q_proj and v_proj, Phi-3’s fused qkv_proj); the base weights frozen`,
+  rAdviceLoraDetail: (r: string, alpha: string, targets: string) => `PEFT’s defaults: r ${r}, lora_alpha ${alpha}, adapters on ${targets} (where PEFT has no default targets: q_proj and v_proj; for Phi-3, its fused qkv_proj); the base weights frozen`,
   rAdviceLoraCost: 'A different fine-tune: only the adapters learn, which can change the quality you reach; a larger r or more target modules cost more memory.',
   rAdviceNone: 'None of the changes memplan tries saves memory for this plan.',
   rAdviceNoneBatch: 'None of the changes memplan tries allows a larger batch for this plan.',
@@ -161,7 +161,7 @@ const en = {
   rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
   rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
   rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
-  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; where it has none, q_proj and v_proj, Phi-3’s fused qkv_proj): ${modelTypes.join(', ')}`,
+  rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; where it has none, q_proj and v_proj; for Phi-3, its fused qkv_proj): ${modelTypes.join(', ')}`,
 
   // Notes
   rNotesTitle: 'Notes',

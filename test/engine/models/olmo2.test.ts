@@ -26,9 +26,13 @@ describe('OLMo 2 recorded on the H100', () => {
     expect([r.peak_allocated_bytes, r.peak_reserved_bytes]).toEqual([m.peak_allocated_bytes, m.peak_reserved_bytes]);
   });
 
-  it('the presets have the published parameter counts (OLMo-2-1124-7B: 7,298,617,344)', () => {
-    const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'olmo-2-7b' }, training: { batch_size: 1, seq_len: 16, steps: 1 }, gpu: { memory_limit_bytes: 2 ** 40 } });
-    expect(simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false }).model.parameter_count).toBe(7_298_617_344);
+  it('the presets: 1,484,916,736 and 7,298,617,344 parameters (the model cards: 1B and 7B)', () => {
+    const count = (preset: string) => {
+      const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset }, training: { batch_size: 1, seq_len: 16, steps: 1 }, gpu: { memory_limit_bytes: 2 ** 40 } });
+      return simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false }).model.parameter_count;
+    };
+    expect(count('olmo-2-1b')).toBe(1_484_916_736);
+    expect(count('olmo-2-7b')).toBe(7_298_617_344);
   });
 });
 
@@ -39,7 +43,11 @@ describe("OLMo 2's layer", () => {
   it('has norms after attention and the MLP, none before; q and k norms span the projection', () => {
     expect(size('model.layers.0.input_layernorm.weight')).toBeUndefined();
     expect(size('model.layers.0.post_feedforward_layernorm.weight')).toBe(512); // [256] bf16
-    expect(size('model.layers.0.self_attn.q_norm.weight')).toBe(512); // [heads x head_dim] = [256], not [64]
+    // with 2 key/value heads of 4: q_norm [4 x 64], k_norm [2 x 64]
+    const gqa = allocationsOf(planOf(small({ num_key_value_heads: 2 })));
+    const gqaSize = (label: string) => gqa.find((a) => a.label === label)?.size;
+    expect(gqaSize('model.layers.0.self_attn.q_norm.weight')).toBe(4 * 64 * 2);
+    expect(gqaSize('model.layers.0.self_attn.k_norm.weight')).toBe(2 * 64 * 2);
   });
 
   it('keeps the rotary embedding in fp32: no cast of cos and sin, q and k rotated in fp32 and cast back', () => {

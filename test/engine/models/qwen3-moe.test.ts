@@ -100,7 +100,7 @@ describe('the router (Qwen3MoeTopKRouter)', () => {
 });
 
 describe('the config', () => {
-  it('the presets have the published parameter counts (Qwen3-30B-A3B: 30,532,122,624)', () => {
+  it('the presets: Qwen3-30B-A3B has 30,532,122,624 parameters (the model card: 30.5B), Qwen3-235B-A22B 235B', () => {
     const count = (preset: string) => {
       const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset }, training: { batch_size: 1, seq_len: 16, steps: 1 }, gpu: { memory_limit_bytes: 2 ** 42 } });
       return simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false }).model.parameter_count;

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
+import { comparableTrace } from '../../../engine/snapshot/compare.ts';
+import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
@@ -43,7 +45,21 @@ describe('SmolLM3 recorded on the H100', () => {
     expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
   });
 
-  it('the preset has the published 3,075,098,624 parameters', () => {
+  it('AMP bf16 with checkpointing: the same allocations and frees in the same order as the recording (to its teardown)', () => {
+    const name = 'smollm3_4l_amp_bf16_ckpt_s1024';
+    const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as { plan: unknown };
+    const real = comparableTrace(readSnapshotBytes(readFileSync(new URL(`../../fixtures/calibration/${name}.pickle.gz`, import.meta.url))).trace);
+    const events: { action: string; addr: number; size: number }[] = [];
+    const plan = parsePlan(m.plan);
+    simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+    const sim = comparableTrace(events);
+    let end = sim.length;
+    while (end > 0 && sim[end - 1]!.startsWith('free')) end--;
+    expect(end).toBeGreaterThan(4000);
+    expect(real.slice(0, end)).toEqual(sim.slice(0, end));
+  });
+
+  it('the preset has 3,075,098,624 parameters (the model card: 3B)', () => {
     const plan = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'smollm3-3b' }, training: { batch_size: 1, seq_len: 16, steps: 1 } });
     expect(simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false }).model.parameter_count).toBe(3_075_098_624);
   });
@@ -66,8 +82,18 @@ describe('NoPE layers', () => {
   });
 
   it('refuse what is not simulated, at its field', () => {
-    expect(() => resolveHfConfig(small({ no_rope_layers: [1, 1] }))).toThrow(/^model\.hf_config\.no_rope_layers: must be a list of 0 \(no rotary embedding\) and 1, one per layer \(4\)/);
+    expect(() => resolveHfConfig(small({ no_rope_layers: [1, 1] }))).toThrow(/^model\.hf_config\.no_rope_layers: must be a list of 0 \(no rotary embedding\) and 1, at least one per layer \(4\)/);
+    // __post_init__: NoPE layers slide when use_sliding_window and a window are set; a layer_types given is taken as it is
     expect(() => resolveHfConfig(small({ use_sliding_window: true, sliding_window: 4096 }))).toThrow(/^model\.hf_config\.use_sliding_window: the sliding window of SmolLM3's NoPE layers is not simulated yet/);
-    expect(resolveHfConfig(small({ use_sliding_window: true }))).toMatchObject({ slidingWindow: null }); // no window given: none
+    expect(() => resolveHfConfig(small({ layer_types: ['full_attention', 'sliding_attention', 'full_attention', 'full_attention'], sliding_window: 128 }))).toThrow(/^model\.hf_config\.layer_types: the sliding window of SmolLM3's sliding_attention layers is not simulated yet/);
+    // no window, or no NoPE layer to slide: nothing slides
+    expect(() => resolveHfConfig(small({ use_sliding_window: true }))).not.toThrow();
+    expect(() => resolveHfConfig(small({ use_sliding_window: true, sliding_window: 4096, no_rope_layers: [1, 1, 1, 1] }))).not.toThrow();
+  });
+
+  it('num_key_value_heads: 4 by default, the attention heads when the config gives null', () => {
+    const { num_key_value_heads: _kv, ...noKv } = small({ num_attention_heads: 8 });
+    expect(resolveHfConfig(noKv)).toMatchObject({ heads: 8, kvHeads: 4 });
+    expect(resolveHfConfig({ ...noKv, num_key_value_heads: null })).toMatchObject({ heads: 8, kvHeads: 8 });
   });
 });

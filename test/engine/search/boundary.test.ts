@@ -1,7 +1,7 @@
 /**
  * The boundary suite (test/fixtures/boundary-suite/suite.json, bench/boundary-suite.ts): real max-batch searches on
  * an H100 whose every trial ran 6 steps in a fresh process (issue 10; issue 14 added Qwen3, Phi-3, Mistral beyond
- * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE and OLMo 2; 17 held-out cases, heldout_*: combinations of settings the suite did
+ * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE, OLMo 2 and SmolLM3; 17 held-out cases, heldout_*: combinations of settings the suite did
  * not have, memplan unchanged for them).
  * Targets (issue 10): memplan's largest batch is never above the largest that fit, at
  * most 2% below it (1 below under 50), and the simulated peak reserved at that batch is within 1% of the real one.
