@@ -8,8 +8,8 @@
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
  * biases; Qwen3 and Qwen3-MoE then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down;
  * Phi-3 gate_up, down; Mixtral gate (the router), experts.gate_up_proj, experts.down_proj; Qwen3-MoE the experts'
- * then the router), input_layernorm,
- * post_attention_layernorm; norm; then the rotary buffers inv_freq and
+ * then the router), input_layernorm (none in OLMo 2), post_attention_layernorm (then OLMo 2's
+ * post_feedforward_layernorm); norm; then the rotary buffers inv_freq and
  * original_inv_freq (fp32 [rotary dims / 2] each); lm_head unless tied to embed_tokens. LoRA adapters follow
  * their base layer's parameters (models/peft/lora.ts).
  * Forward: the embedding, position ids, the causal mask (none for SDPA), the rotary cos/sin (fp32 math under
