@@ -2,9 +2,12 @@
  * A simulated run's allocations with their lifetimes, for tests that check what a model allocates, what it keeps
  * for backward and when each is freed (test/engine/models/*.test.ts).
  */
+import { readFileSync } from 'node:fs';
 import { planGpu } from '../../../cli/gpus.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { comparableTrace } from '../../../engine/snapshot/compare.ts';
+import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 
 export interface Alloc {
@@ -60,4 +63,22 @@ export function requestsOf(events: readonly { action: string; addr: number; size
   let end = all.length;
   while (end > 0 && all[end - 1]!.startsWith('free')) end--;
   return all.slice(0, end);
+}
+
+/**
+ * A calibration recording (test/fixtures/calibration/NAME) and its plan simulated, each as comparableTrace gives it,
+ * and where to compare them to: the recording ends with the script tearing the model down right after the last
+ * zero_grad, whose frees then run together with the teardown's, so up to the simulation's last run of frees.
+ */
+export function recordedAndSimulated(name: string): { real: string[]; sim: string[]; end: number } {
+  const dir = new URL('../../fixtures/calibration/', import.meta.url);
+  const m = JSON.parse(readFileSync(new URL(`${name}.json`, dir), 'utf8')) as { plan: unknown };
+  const real = comparableTrace(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
+  const events: { action: string; addr: number; size: number }[] = [];
+  const plan = parsePlan(m.plan);
+  simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+  const sim = comparableTrace(events);
+  let end = sim.length;
+  while (end > 0 && sim[end - 1]!.startsWith('free')) end--;
+  return { real, sim, end };
 }

@@ -6,12 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
-import { comparableTrace } from '../../../engine/snapshot/compare.ts';
-import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf } from './allocations.ts';
+import { allocationsOf, recordedAndSimulated } from './allocations.ts';
 
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'smollm3',
@@ -46,15 +44,7 @@ describe('SmolLM3 recorded on the H100', () => {
   });
 
   it('AMP bf16 with checkpointing: the same allocations and frees in the same order as the recording (to its teardown)', () => {
-    const name = 'smollm3_4l_amp_bf16_ckpt_s1024';
-    const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as { plan: unknown };
-    const real = comparableTrace(readSnapshotBytes(readFileSync(new URL(`../../fixtures/calibration/${name}.pickle.gz`, import.meta.url))).trace);
-    const events: { action: string; addr: number; size: number }[] = [];
-    const plan = parsePlan(m.plan);
-    simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-    const sim = comparableTrace(events);
-    let end = sim.length;
-    while (end > 0 && sim[end - 1]!.startsWith('free')) end--;
+    const { real, sim, end } = recordedAndSimulated('smollm3_4l_amp_bf16_ckpt_s1024');
     expect(end).toBeGreaterThan(4000);
     expect(real.slice(0, end)).toEqual(sim.slice(0, end));
   });

@@ -7,10 +7,9 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../engine/errors.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
-import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
-import { comparableTrace } from '../../../engine/snapshot/compare.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
+import { recordedAndSimulated } from '../models/allocations.ts';
 
 const dir = new URL('../../fixtures/calibration/', import.meta.url);
 const cases = readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
@@ -182,16 +181,8 @@ describe('calibration against an H100', () => {
 describe('the allocation sequence of exact cases', () => {
   for (const name of EXACT) {
     it(`${name} matches the recorded trace event for event over all steps`, () => {
-      const m = load(name);
-      const real = comparableTrace(readSnapshotBytes(readFileSync(new URL(`${name}.pickle.gz`, dir))).trace);
-      const events: { action: string; addr: number; size: number }[] = [];
-      const plan = parsePlan(m.plan);
-      simulate(plan, { device: planGpu(plan), untilSteady: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-      const sim = comparableTrace(events);
-      // The recording ends with the script tearing the model down right after the last zero_grad, whose frees
-      // then run together with the teardown's: compare up to that last run of frees.
-      let end = sim.length;
-      while (end > 0 && sim[end - 1]!.startsWith('free')) end--;
+      // up to the last run of frees, where the recording's teardown begins
+      const { real, sim, end } = recordedAndSimulated(name);
       expect(end).toBeGreaterThan(400);
       expect(real.slice(0, end)).toEqual(sim.slice(0, end));
     });
