@@ -241,7 +241,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       }
       const order = model.optimizerOrder;
       const byName = new Map(params.map((p) => [p.name, p]));
-      optimizer = new Optimizer(cuda, order ? order.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
+      // the order names frozen parameters too (named_parameters()): they are not the optimizer's
+      optimizer = new Optimizer(cuda, order ? order.flatMap((n) => byName.get(n) ?? []) : params, t.optimizer, t.optimizer_impl);
     }
     let inputs: Tensor[] = [];
     let loss: Tensor | null = null;

@@ -603,8 +603,11 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         import peft
 
         lora = training["lora"]
+        # A masked LM gets PEFT's plain PeftModel: PeftModelForCausalLM needs prepare_inputs_for_generation, which
+        # BertForMaskedLM does not have (the adapters and what trains are the same either way).
         lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
-                                      target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+                                      target_modules=list(lora["target_modules"]),
+                                      task_type=None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)
         fine_tuning = {"peft_version": peft.__version__, "peft_class": type(model).__name__,
                        "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n})}

@@ -114,7 +114,7 @@ const cases: [string, string][] = [
   ['one pattern freezing every adapter', refusal(plan({ hf_config: llama }, { lora, freeze: ['*lora_*'] }))],
   ['patterns freezing every adapter', refusal(plan({ hf_config: llama }, { lora, freeze: ['*lora_A*', '*lora_B*'] }))],
   ['LoRA on GPT-2', refusal(plan({ hf_config: { model_type: 'gpt2', n_layer: 2, n_embd: 64, n_head: 4 } }, { lora }))],
-  ['LoRA on BERT', refusal(plan({ hf_config: { model_type: 'bert', num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4 } }, { lora }))],
+  ["target_modules matching none of BERT's nn.Linear", refusal(plan({ hf_config: { model_type: 'bert', num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4 } }, { lora }))],
   // sliding-window attention
   ['the sliding window in fp32', refusal(plan({ hf_config: mistral }, { seq_len: 256, precision: 'fp32' }))],
   // the wording attention.ts had before, kept while it may come back
@@ -170,7 +170,7 @@ describe('engine problems in Chinese', () => {
   });
 
   it('words every variable part: the model_type, the numbers, the names', () => {
-    expect(zh(cases.find(([n]) => n === 'LoRA on BERT')![1])).toBe('暂不支持在 bert 上模拟 LoRA；目前支持：llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, smollm3, olmo2, phi3, gemma2, gemma3_text, gpt2');
+    expect(zh(cases.find(([n]) => n === "target_modules matching none of BERT's nn.Linear")![1])).toBe('此模型中没有名为 "q_proj" 或 "v_proj" 的 nn.Linear；它的 nn.Linear 模块名为：query, key, value, dense');
     expect(zh(cases.find(([n]) => n === 'lora.dropout, 1.5')![1])).toBe('必须小于 1，实际为 1.5');
     expect(zh(cases.find(([n]) => n === 'lora.target_modules, an empty name')![1])).toBe('不能为空，实际为 ""（文本）');
     expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(

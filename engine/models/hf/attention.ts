@@ -53,6 +53,12 @@ export interface AttentionCall {
   kvContiguous: boolean;
   /** Softmax in fp32 then cast back (Llama-family eager attention), rather than in the scores' dtype. */
   softmaxFp32: boolean;
+  /**
+   * Eager attention leaves the probabilities in softmax's dtype (BERT's eager_attention_forward: under autocast
+   * they stay fp32 through the dropout, and the matmul with v casts them), rather than casting them to v's dtype
+   * (Llama's `.to(query.dtype)`, GPT-2's `.type(value.dtype)`). Measured: lora_bert_base_amp_fp16_qv_eager.
+   */
+  probsInSoftmaxDType?: boolean;
   /** Fewer key/value heads than query heads (SDPA gets `enable_gqa=True`). */
   gqa?: boolean;
   /** Is q a contiguous [B, H, T, D] tensor (Phi-3's rotary embedding ends in a cat), rather than a transposed view? */
@@ -168,7 +174,7 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   }
   // `softmax(w, dim=-1, dtype=...).to(query.dtype)`: one statement, w rebound after it
   let probs = softmax(rt, w, `${call.label} softmax`, call.softmaxFp32 ? 'float32' : undefined);
-  if (probs.dtype !== v.dtype) {
+  if (probs.dtype !== v.dtype && !call.probsInSoftmaxDType) {
     const cast = toDType(rt, probs, v.dtype, `${call.label} softmax.to(query.dtype)`);
     cuda.release(w);
     cuda.release(probs);

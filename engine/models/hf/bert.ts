@@ -6,6 +6,9 @@
  * LayerNorm, then the decoder's bias (the head's `bias`, moved on its first visit); the decoder weight is the word
  * embedding (tied). No pooler. No mask is built without an attention mask; the loss is `CrossEntropyLoss()` on
  * the logits as they are (no fp32 upcast).
+ * LoRA: every `nn.Linear` of the encoder and of the head's transform can be a target (PEFT's default for bert:
+ * `query` and `value`), as models/peft/lora.ts runs it; the decoder, tied to the word embedding, is not adapted
+ * here. With checkpointing, `enable_input_require_grads` hooks the word embedding's output.
  */
 import { embedding } from '../../ops/embedding.ts';
 import { addTensors } from '../../ops/elementwise.ts';
@@ -22,18 +25,18 @@ import { hfActivation, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
+import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters } from '../peft/lora.ts';
 
 export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
+  const tuning = options.tuning ?? FULL_FINE_TUNING;
   const e = cfg.hidden;
   const heads = cfg.heads;
   const headDim = e / heads;
   const params: ParameterSpec[] = [];
   const p = (name: string, shape: number[], d: DType = dtype, buffer = false) => params.push({ name, shape, dtype: d, buffer });
-  const dense = (name: string, out: number, inp: number) => {
-    p(`${name}.weight`, [out, inp]);
-    p(`${name}.bias`, [out]);
-  };
+  /** An `nn.Linear` with a bias, and the LoRA adapter PEFT adds after it when it is a target. */
+  const dense = (name: string, out: number, inp: number) => params.push(...linearParameters(name, out, inp, true, dtype, tuning));
   const norm = (name: string) => {
     p(`${name}.weight`, [e]);
     p(`${name}.bias`, [e]);
@@ -66,30 +69,38 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   const decoderWeight = cfg.tieWordEmbeddings ? 'bert.embeddings.word_embeddings.weight' : 'cls.predictions.decoder.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
+  /** `module(x)` for the nn.Linear at `path`: with its LoRA adapter when it has one. */
+  const lin = linearModules(weights, tuning.lora);
+  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
 
-  function selfAttention(rt: Runtime, x: Tensor, i: number): Tensor {
+  /** BertSelfAttention.forward: (attn_output, attn_weights); eager attention's weights, null for SDPA. */
+  function selfAttention(rt: Runtime, x: Tensor, i: number): [Tensor, Tensor | null] {
     const { cuda } = rt;
     const a = `bert.encoder.layer.${i}.attention.self`;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, label: `${a} attention` };
-    const qp = linear(rt, x, w(`${a}.query.weight`), w(`${a}.query.bias`), `${a}.query`);
-    const copies = gradCopies(qp, call);
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, probsInSoftmaxDType: true, label: `${a} attention` };
+    const qp = lin(rt, x, `${a}.query`);
+    // Eager attention gives k its gradient transposed ([B*H, D, T] through k^T): the heads' view takes it back, but
+    // key's own Linear then copies it to flatten it (the `view(-1, in)` of `_flatten_nd_linear`), where GPT-2's cat of
+    // q, k and v grads and Llama's rotary embedding make a contiguous one. Modelled as the heads' copy: the same
+    // requests in the same order (measured: lora_bert_base_amp_fp16_qv_eager).
+    const copies = { ...gradCopies(qp, call), ...(options.attention === 'eager' ? { k: true } : {}) };
     const q = splitHeads(rt, qp, heads, headDim, copies.q, `${a} query`);
     cuda.release(qp);
-    const kp = linear(rt, x, w(`${a}.key.weight`), w(`${a}.key.bias`), `${a}.key`);
+    const kp = lin(rt, x, `${a}.key`);
     const k = splitHeads(rt, kp, heads, headDim, copies.k, `${a} key`);
     cuda.release(kp);
-    const vp = linear(rt, x, w(`${a}.value.weight`), w(`${a}.value.bias`), `${a}.value`);
+    const vp = lin(rt, x, `${a}.value`);
     const v = splitHeads(rt, vp, heads, headDim, copies.v, `${a} value`);
     cuda.release(vp);
     const { out, weights: attnWeights } = attend(rt, q, k, v, call);
-    for (const t of [attnWeights, q, k, v]) cuda.release(t);
-    return out;
+    for (const t of [q, k, v]) cuda.release(t);
+    return [out, attnWeights];
   }
 
   /** BertSelfOutput / BertOutput: `LayerNorm(dropout(dense(h)) + input_tensor)`. */
   function output(rt: Runtime, h: Tensor, input: Tensor, name: string): Tensor {
     const { cuda } = rt;
-    const d = linear(rt, h, w(`${name}.dense.weight`), w(`${name}.dense.bias`), `${name}.dense`);
+    const d = lin(rt, h, `${name}.dense`);
     const dropped = dropout(rt, d, cfg.hiddenDropout, `${name}.dropout`);
     cuda.release(d);
     const sum = addTensors(rt, dropped, input, `${name} hidden + input`);
@@ -103,15 +114,17 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   function layer(rt: Runtime, x: Tensor, i: number): Tensor {
     const { cuda } = rt;
     const l = `bert.encoder.layer.${i}`;
-    const ctx = selfAttention(rt, x, i);
+    // `self_attention_output, _ = self.attention(...)`: `_` holds eager attention's weights until the layer returns
+    const [ctx, attnWeights] = selfAttention(rt, x, i);
     const attnOut = output(rt, ctx, x, `${l}.attention.output`);
     cuda.release(ctx);
-    const inter = linear(rt, attnOut, w(`${l}.intermediate.dense.weight`), w(`${l}.intermediate.dense.bias`), `${l}.intermediate.dense`);
+    const inter = lin(rt, attnOut, `${l}.intermediate.dense`);
     const act = hfActivation(rt, cfg.activation, inter, `${l}.intermediate.act`);
     cuda.release(inter);
     const out = output(rt, act, attnOut, `${l}.output`);
     cuda.release(act);
     cuda.release(attnOut);
+    cuda.release(attnWeights);
     return out;
   }
 
@@ -128,6 +141,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
       const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
       const inputsEmbeds = embedding(rt, w('bert.embeddings.word_embeddings.weight'), ids!, 'bert.embeddings.word_embeddings');
+      inputsRequireGrad?.hook(rt, inputsEmbeds);
       // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
       const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
       const typeEmbeds = embedding(rt, w('bert.embeddings.token_type_embeddings.weight'), tokenTypesExpanded, 'bert.embeddings.token_type_embeddings', b === 1);
@@ -147,7 +161,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
       cuda.release(embedded);
       // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder
-      const h1 = linear(rt, hidden, w('cls.predictions.transform.dense.weight'), w('cls.predictions.transform.dense.bias'), 'cls.predictions.transform.dense');
+      const h1 = lin(rt, hidden, 'cls.predictions.transform.dense');
       const h2 = hfActivation(rt, cfg.activation, h1, 'cls.predictions.transform.act');
       cuda.release(h1);
       const h3 = layerNorm(rt, h2, w('cls.predictions.transform.LayerNorm.weight'), w('cls.predictions.transform.LayerNorm.bias'), 'cls.predictions.transform.LayerNorm');
@@ -160,6 +174,9 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       cuda.release(hidden);
       cuda.release(logits);
       return loss;
+    },
+    releaseGraph(rt) {
+      inputsRequireGrad?.releaseGraph(rt);
     },
   };
 }

@@ -6,14 +6,10 @@ import { gpt2Model, type HfModelOptions } from './gpt2.ts';
 import { llamaModel } from './llama.ts';
 import { bertModel } from './bert.ts';
 import { gemmaModel } from './gemma.ts';
-import { LORA_MODEL_TYPES } from '../peft/lora.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
   const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
   if (options.seqLen > positions) throw new InputError('training.seq_len', `${options.seqLen} is more than the model's ${positions} positions`);
-  if (options.tuning?.lora && !LORA_MODEL_TYPES.includes(cfg.modelType)) {
-    throw new InputError('training.lora', `LoRA on ${cfg.modelType} is not simulated yet; simulated: ${LORA_MODEL_TYPES.join(', ')}`);
-  }
   switch (cfg.family) {
     case 'gpt2':
       return gpt2Model(cfg, options);

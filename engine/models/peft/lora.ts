@@ -24,6 +24,7 @@ import { dropout } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec } from '../model.ts';
+import { HF_MODEL_TYPES } from '../hf/config.ts';
 
 export interface LoraSpec {
   r: number;
@@ -41,15 +42,15 @@ export interface FineTuning {
 export const FULL_FINE_TUNING: FineTuning = { lora: null, freeze: [] };
 
 /**
- * The `model_type`s memplan simulates LoRA on, each with default targets (`peftDefaultTargets`: PEFT's, and where
- * PEFT has none, q_proj and v_proj; for phi3, its fused qkv_proj).
+ * The `model_type`s memplan simulates LoRA on: every Hugging Face one, each with default targets
+ * (`peftDefaultTargets`: PEFT's, and where PEFT has none, q_proj and v_proj; for phi3, its fused qkv_proj).
  */
-export const LORA_MODEL_TYPES: readonly string[] = ['llama', 'mistral', 'mixtral', 'qwen2', 'qwen3', 'qwen3_moe', 'smollm3', 'olmo2', 'phi3', 'gemma2', 'gemma3_text', 'gpt2'];
+export const LORA_MODEL_TYPES: readonly string[] = HF_MODEL_TYPES;
 
 /**
  * `LoraConfig()`'s defaults (peft/tuners/lora/config.py: r 8, lora_alpha 8, lora_dropout 0.0) and the modules it
  * targets when none are named (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: c_attn
- * for gpt2, q_proj and v_proj for llama, mistral, mixtral, qwen2, qwen3, gemma2, gemma3_text; read from PEFT 0.21 on
+ * for gpt2, query and value for bert, q_proj and v_proj for llama, mistral, mixtral, qwen2, qwen3, gemma2, gemma3_text; read from PEFT 0.21 on
  * the GPU machine). PEFT 0.21 has no default for phi3, whose q, k and v are one fused `qkv_proj` (that module, the
  * attention input the others' defaults adapt), nor for qwen3_moe, smollm3 and olmo2 (q_proj and v_proj here, as
  * for qwen3 and llama). null: no default here.
@@ -58,6 +59,7 @@ export const PEFT_LORA_DEFAULTS = { r: 8, alpha: 8, dropout: 0 } as const;
 export function peftDefaultTargets(modelType: string): string[] | null {
   if (modelType === 'phi3') return ['qkv_proj'];
   if (modelType === 'gpt2') return ['c_attn'];
+  if (modelType === 'bert') return ['query', 'value'];
   if (LORA_MODEL_TYPES.includes(modelType)) return ['q_proj', 'v_proj'];
   return null;
 }

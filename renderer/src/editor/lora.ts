@@ -21,6 +21,6 @@ function peftDefaults(): PeftDefault[] {
   return [...byTargets.values()];
 }
 
-/** One entry per distinct default, in the order of LORA_MODEL_TYPES: q_proj, v_proj for llama, …; qkv_proj for phi3; c_attn for gpt2. */
+/** One entry per distinct default, in the order of LORA_MODEL_TYPES: c_attn for gpt2; q_proj, v_proj for llama, …; qkv_proj for phi3; query, value for bert. */
 export const PEFT_DEFAULTS: readonly PeftDefault[] = peftDefaults();
 

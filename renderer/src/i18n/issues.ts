@@ -109,7 +109,6 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^(this pattern freezes|these patterns freeze) (every parameter|every LoRA adapter \(with LoRA the adapters are all that trains\)): nothing would train \(loss\.backward\(\) raises ("[^"]*")\)$/,
     (who, what, error) =>
       `${who === 'this pattern freezes' ? '该模式' : '这些模式'}冻结了${what === 'every parameter' ? '所有参数' : '所有 LoRA 适配器（使用 LoRA 时只训练适配器）'}：没有可训练的参数（loss.backward() 会报错 ${error}）`],
-  [/^LoRA on (\S+) is not simulated yet; simulated: (.+)$/, (family, types) => `暂不支持在 ${family} 上模拟 LoRA；目前支持：${types}`],
   [/^(\d+) is more than the model's (\d+) positions$/, (a, b) => `${a} 超过了模型的最大位置数 ${b}`],
 
   // A config.json (engine/models/hf/config.ts)

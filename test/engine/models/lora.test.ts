@@ -91,11 +91,11 @@ describe('plans LoRA cannot run are refused at their field', () => {
 
   it('LoRA on a torchvision model or a layer list: simulated for Hugging Face models only, freezing offered instead', () => {
     const p = parsePlan({ format: 'memplan.plan', version: 1, model: { torchvision: 'resnet18', num_classes: 10 }, training: { batch_size: 2, lora: { ...lora, target_modules: ['fc'] } } });
-    expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types llama, .*; to train part of this model, freeze the rest \(training\.freeze\)$/);
+    expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types gpt2, .*, bert; to train part of this model, freeze the rest \(training\.freeze\)$/);
   });
 
-  it('LoRA on BERT is not simulated yet', () => {
-    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['query', 'value'] } }, /^training\.lora: LoRA on bert is not simulated yet; simulated: llama, .*, gpt2$/);
+  it("BERT's modules: a target naming none of them lists query, key, value and dense (the tied decoder is not adapted)", () => {
+    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['q_proj', 'decoder'] } }, /^training\.lora\.target_modules: no nn\.Linear of this model is named "q_proj" or "decoder"; its nn\.Linear modules are named query, key, value, dense$/);
   });
 
   it("GPT-2's modules are Conv1D: a target naming none of them lists c_attn, c_proj and c_fc", () => {
@@ -107,7 +107,7 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 });
 
-describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2 and Qwen3-MoE (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*, lora_qwen3moe*)', () => {
+describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2, Qwen3-MoE and BERT (the H100 recordings lora_gemma*, lora_mixtral*, lora_gpt2*, lora_qwen3moe*, lora_bert*)', () => {
   const recordings = [
     'lora_gemma2_4l_amp_bf16_ckpt',
     'lora_gemma3_6l_bf16_adamw_s1024',
@@ -120,6 +120,10 @@ describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2 and Qwen3-MoE (the H100 recor
     'lora_gpt2_small_fp32_reentrant_sgdm',
     // Qwen3-MoE: q/v adapters, the experts (3-D parameters) frozen
     'lora_qwen3moe_4l_bf16_qv_ckpt_s512',
+    // BERT: query and value (PEFT's default for bert), every Linear of the encoder and the head's transform
+    'lora_bert_base_amp_bf16_qv_ckpt',
+    'lora_bert_base_fp32_all_adamw',
+    'lora_bert_large_bf16_qv_reentrant_sgdm',
   ];
   for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {

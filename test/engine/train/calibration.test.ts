@@ -101,6 +101,12 @@ const EXACT = [
   'olmo2_4l_bf16_adamw_s1024',
   'olmo2_4l_amp_bf16_ckpt_s1024',
   'lora_olmo2_4l_fp32_qv_s512',
+  // LoRA on BERT: query and value (PEFT's default) or every Linear, the frozen MLM head tied to the word embedding;
+  // eager attention under autocast fp16 (its probabilities left fp32, k's transposed gradient copied by its Linear)
+  'lora_bert_base_amp_bf16_qv_ckpt',
+  'lora_bert_base_amp_fp16_qv_eager',
+  'lora_bert_base_fp32_all_adamw',
+  'lora_bert_large_bf16_qv_reentrant_sgdm',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
