@@ -13,6 +13,11 @@ export interface ParameterSpec {
   /** A LoRA adapter's weight (models/peft/lora.ts). */
   adapter?: boolean;
   /**
+   * The trainable copy PEFT keeps of a module its task names (`modules_to_save`: a sequence classifier's
+   * classifier), beside the frozen original: trains under LoRA.
+   */
+  savedModule?: boolean;
+  /**
    * The weight of a module LoRA can adapt, and the module's class: an `nn.Linear` (`linearParameters`), or GPT-2's
    * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
    */

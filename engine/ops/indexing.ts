@@ -36,23 +36,38 @@ export function sortInt64(rt: Runtime, t: Tensor, label: string): [Tensor, Tenso
 }
 
 /**
- * `index_put_(indices, values, accumulate=True)` on CUDA (cuda/Indexing.cu `index_put_with_sort_kernel`), the work
- * an IndexBackward0 does after its zeros: the linear index (index x stride), its division by the slice size (a new
- * tensor; the first dies), the sorted and original positions and an `arange`, CUB's radix sort over the bits of
- * the largest row index; all int64 of the indices' count, freed in reverse (measured: 5 x 32,768 B and 71,167 B of
- * CUB storage for 4,096 indices into 2,048 or 4,096 rows).
+ * CUB sorts at most this many int64 key/value pairs in a single tile (dispatch_radix_sort.cuh: SingleTilePolicy,
+ * 256 threads x 19 nominal 4-byte items, 9 for 8-byte keys and values), and then asks for 1 byte of temporary
+ * storage (measured: 1 B for 8 pairs; 71,167 B for 4,096, sorted in tiles).
  */
-export function indexPutAccumulateScratch(rt: Runtime, indices: number, rows: number, label: string): void {
+const kSingleTileSortPairs = 256 * 9;
+
+/**
+ * `index_put_(indices, values, accumulate=True)` on CUDA (cuda/Indexing.cu `index_put_with_sort_kernel`), the work
+ * an IndexBackward0 does after its zeros: the linear index (`computeLinearIndex`: per index tensor, its
+ * `remainder` by the dimension's size, then that times the dimension's stride, the remainder dying; a second
+ * index tensor's product is added in place and dies), the sorted and original positions and an `arange`, CUB's
+ * radix sort over the bits of the largest row index; all int64 of the indices' count, freed in reverse (measured:
+ * 5 x 32,768 B and 71,167 B of CUB storage for 4,096 indices into 2,048 or 4,096 rows; two index tensors of 8,
+ * a sequence classifier's `logits[arange(B), last_non_pad_token]`).
+ */
+export function indexPutAccumulateScratch(rt: Runtime, indices: number, rows: number, label: string, indexTensors = 1): void {
   const { cuda } = rt;
   const tmp = (what: string) => cuda.empty([indices * kIndexBytes], 'uint8', `${label}: index_put_ ${what}`, 'workspace');
-  const linear = tmp('linear index');
-  const divided = tmp('linear index / slice size');
-  cuda.release(linear);
+  let linear: ReturnType<typeof tmp> | null = null;
+  for (let k = 0; k < indexTensors; k++) {
+    const remainder = tmp(`index ${k} remainder`);
+    const scaled = tmp(`index ${k} x stride`);
+    cuda.release(remainder);
+    if (linear) cuda.release(scaled); // linearIndex += index
+    else linear = scaled;
+  }
   const sorted = tmp('sorted indices');
   const original = tmp('original indices');
   const range = tmp('arange');
-  cuda.release(cuda.empty([radixSortTempBytes(indices, numBits(rows))], 'uint8', `${label}: index_put_ CUB radix sort`, 'workspace'));
-  for (const t of [range, original, sorted, divided]) cuda.release(t);
+  const sortBytes = indices <= kSingleTileSortPairs ? 1 : radixSortTempBytes(indices, numBits(rows));
+  cuda.release(cuda.empty([sortBytes], 'uint8', `${label}: index_put_ CUB radix sort`, 'workspace'));
+  for (const t of [range, original, sorted, linear]) cuda.release(t);
 }
 
 /**

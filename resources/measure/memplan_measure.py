@@ -582,8 +582,12 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")
     architectures = config_dict.get("architectures") or []
-    masked_lm = model_type == "bert" or any(name.endswith("ForMaskedLM") for name in architectures)
-    auto_class = transformers.AutoModelForMaskedLM if masked_lm else transformers.AutoModelForCausalLM
+    # The head: the first architecture's, as memplan reads it (a sequence classifier, a masked LM for BERT, else a
+    # causal LM)
+    classifier = bool(architectures) and architectures[0].endswith("ForSequenceClassification")
+    masked_lm = not classifier and (model_type == "bert" or any(name.endswith("ForMaskedLM") for name in architectures))
+    auto_class = (transformers.AutoModelForSequenceClassification if classifier
+                  else transformers.AutoModelForMaskedLM if masked_lm else transformers.AutoModelForCausalLM)
     dtype_keyword = _dtype_keyword(transformers.__version__)
     model = auto_class.from_config(
         config,
@@ -604,19 +608,24 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
 
         lora = training["lora"]
         # A masked LM gets PEFT's plain PeftModel: PeftModelForCausalLM needs prepare_inputs_for_generation, which
-        # BertForMaskedLM does not have (the adapters and what trains are the same either way).
+        # BertForMaskedLM does not have (the adapters and what trains are the same either way). A sequence
+        # classifier gets SEQ_CLS, as PEFT's guides give it: its classifier trains (modules_to_save).
         lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
                                       target_modules=list(lora["target_modules"]),
-                                      task_type=None if masked_lm else "CAUSAL_LM")
+                                      task_type="SEQ_CLS" if classifier else None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)
         fine_tuning = {"peft_version": peft.__version__, "peft_class": type(model).__name__,
                        "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n})}
 
     def make_inputs(batch: int) -> tuple:
-        return (torch.randint(vocab_size, (batch, seq_len), device="cuda"),)
+        ids = torch.randint(vocab_size, (batch, seq_len), device="cuda")
+        if classifier:
+            # one class id per sequence (single-label classification)
+            return ids, torch.randint(config.num_labels, (batch,), device="cuda")
+        return (ids,)
 
-    def loss(model, ids):
-        return model(input_ids=ids, labels=ids).loss
+    def loss(model, ids, labels=None):
+        return model(input_ids=ids, labels=ids if labels is None else labels).loss
 
     facts = {
         "transformers_class": type(model).__name__,

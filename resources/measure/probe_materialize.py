@@ -64,7 +64,7 @@ def load_from_pretrained(directory: str) -> None:
 
         return load
 
-    for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM):
+    for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM, transformers.AutoModelForSequenceClassification):
         cls.from_config = from_pretrained_instead(cls)
 
 

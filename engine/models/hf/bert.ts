@@ -11,7 +11,7 @@
  * here. With checkpointing, `enable_input_require_grads` hooks the word embedding's output.
  */
 import { embedding } from '../../ops/embedding.ts';
-import { addTensors } from '../../ops/elementwise.ts';
+import { addTensors, tanh } from '../../ops/elementwise.ts';
 import { linear } from '../../ops/linear.ts';
 import { crossEntropy } from '../../ops/loss.ts';
 import { layerNorm } from '../../ops/norm.ts';
@@ -21,7 +21,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { hfActivation, tokenInputs } from './common.ts';
+import { classifiedInputs, hfActivation, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -58,14 +58,28 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     dense(`${l}.output.dense`, e, cfg.intermediate);
     norm(`${l}.output.LayerNorm`);
   }
-  dense('cls.predictions.transform.dense', e, e);
-  norm('cls.predictions.transform.LayerNorm');
-  p('cls.predictions.bias', [cfg.vocabSize]);
-  if (!cfg.tieWordEmbeddings) p('cls.predictions.decoder.weight', [cfg.vocabSize, e]);
-  // named_parameters: cls.predictions' own bias comes before its transform's parameters
-  const trainable = params.filter((x) => !x.buffer).map((x) => x.name);
-  const head = trainable.indexOf('cls.predictions.transform.dense.weight');
-  const optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
+  const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
+  let optimizerOrder: string[] | undefined;
+  if (classifier) {
+    // BertModel's pooler, then the classifier; under LoRA, PEFT's SEQ_CLS task keeps the classifier trainable as
+    // `modules_to_save`: the original module frozen (named here as before PEFT wrapped it, as `training.freeze`
+    // patterns see it), then its copy (deep-copied: the model's dtype), which trains
+    dense('bert.pooler.dense', e, e);
+    const n = classifier.numLabels;
+    p('classifier.weight', [n, e]);
+    p('classifier.bias', [n]);
+    if (tuning.lora) params.push({ name: 'classifier.modules_to_save.default.weight', shape: [n, e], dtype, savedModule: true }, { name: 'classifier.modules_to_save.default.bias', shape: [n], dtype, savedModule: true });
+  } else {
+    dense('cls.predictions.transform.dense', e, e);
+    norm('cls.predictions.transform.LayerNorm');
+    p('cls.predictions.bias', [cfg.vocabSize]);
+    if (!cfg.tieWordEmbeddings) p('cls.predictions.decoder.weight', [cfg.vocabSize, e]);
+    // named_parameters: cls.predictions' own bias comes before its transform's parameters
+    const trainable = params.filter((x) => !x.buffer).map((x) => x.name);
+    const head = trainable.indexOf('cls.predictions.transform.dense.weight');
+    optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
+  }
+  const classifierPath = tuning.lora ? 'classifier.modules_to_save.default' : 'classifier';
   const decoderWeight = cfg.tieWordEmbeddings ? 'bert.embeddings.word_embeddings.weight' : 'cls.predictions.decoder.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
@@ -128,13 +142,29 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     return out;
   }
 
+  /** BertPooler: `dense(hidden_states[:, 0])`, then tanh. */
+  function pooler(rt: Runtime, hidden: Tensor): Tensor {
+    const { cuda, autograd } = rt;
+    const [b, , h] = hidden.shape as [number, number, number];
+    // `hidden_states[:, 0]`: a view; SelectBackward0 builds a zero tensor of the hidden states' shape and copies in
+    const first = cuda.view(hidden, [b, h]);
+    autograd.record('SelectBackward0', [hidden], [first], [], ([grad]) => [grad ? cuda.empty(hidden.shape, grad.dtype, 'grad of hidden_states[:, 0]') : null]);
+    const pooledDense = lin(rt, first, 'bert.pooler.dense');
+    cuda.release(first);
+    const pooled = tanh(rt, pooledDense, 'bert.pooler.activation');
+    cuda.release(pooledDense);
+    return pooled;
+  }
+
   return {
-    description: `BERT masked LM (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
+    description: classifier
+      ? `BERT sequence classifier (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier.numLabels} labels)`
+      : `BERT masked LM (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     optimizerOrder,
     tensors: weights,
-    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
-    loss(rt, [ids]) {
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
@@ -159,6 +189,21 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
       // BertModel.forward keeps `embedding_output` until it returns
       const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
+      if (classifier) {
+        // BertModel.forward runs the pooler before it returns; its output holds the hidden states until the
+        // classifier's forward returns
+        const pooled = pooler(rt, hidden);
+        cuda.release(embedded);
+        // BertForSequenceClassification: dropout, the classifier, CrossEntropyLoss on [B, num_labels]
+        const dropped = dropout(rt, pooled, classifier.dropout, 'dropout');
+        cuda.release(pooled);
+        const logits = linear(rt, dropped, w(`${classifierPath}.weight`), w(`${classifierPath}.bias`), 'classifier');
+        cuda.release(dropped);
+        const loss = crossEntropy(rt, logits, labels!);
+        cuda.release(logits);
+        cuda.release(hidden);
+        return loss;
+      }
       cuda.release(embedded);
       // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder
       const h1 = lin(rt, hidden, 'cls.predictions.transform.dense');

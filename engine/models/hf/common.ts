@@ -3,6 +3,7 @@
  * (`loss/loss_utils.py` ForCausalLMLoss), and the model's inputs as memplan's measurement script makes them
  * (`torch.randint(vocab, (B, T))`, used as `input_ids` and `labels`).
  */
+import { indexPutAccumulateScratch } from '../../ops/indexing.ts';
 import { crossEntropy } from '../../ops/loss.ts';
 import { activation as pointwiseActivation } from '../../ops/pointwise.ts';
 import { addScalar, addTensors, mul, mulScalar, powScalar, tanh, toDType } from '../../ops/elementwise.ts';
@@ -76,6 +77,44 @@ export function causalLmLoss(rt: Runtime, logits: Tensor, ids: Tensor): Tensor {
 /** One micro-batch: `torch.randint(vocab, (B, T))`, used as input_ids and labels. */
 export function tokenInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
   return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
+}
+
+/** A sequence classifier's micro-batch: the ids, then one class id per sequence (`torch.randint(num_labels, (B,))`). */
+export function classifiedInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
+  return [...tokenInputs(rt, batch, seqLen), rt.cuda.empty([batch], 'int64', 'labels', 'input')];
+}
+
+/**
+ * `GenericForSequenceClassification.forward` (transformers 5.x modeling_layers.py) from the score layer's logits
+ * [B, T, num_labels] on: each sequence's last token that is not padding, `(arange(T, int32) * (input_ids !=
+ * pad_token_id).to(int32)).argmax(-1)`, then `logits[arange(B), last_non_pad_token]` [B, num_labels], whose
+ * backward puts the gradient back into a zero tensor of the logits' shape (IndexBackward0, index_put_ with
+ * accumulate), and ForSequenceClassificationLoss's single-label CrossEntropyLoss on the labels. Returns the loss,
+ * the pooled logits (the output object's, dropped once `.loss` is read) and the forward's locals in the order they
+ * die when it returns (last_non_pad_token, non_pad_mask, token_indices: first assigned in that order in its source).
+ */
+export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels: Tensor): { loss: Tensor; pooled: Tensor; locals: Tensor[] } {
+  const { cuda, autograd } = rt;
+  const [b, t, n] = logits.shape as [number, number, number];
+  const notPad = cuda.empty([b, t], 'bool', 'input_ids != pad_token_id', 'temporary');
+  const nonPadMask = cuda.empty([b, t], 'int32', 'non_pad_mask', 'temporary');
+  cuda.release(notPad);
+  const tokenIndices = cuda.empty([t], 'int32', 'token_indices', 'temporary');
+  const product = cuda.empty([b, t], 'int32', 'token_indices * non_pad_mask', 'temporary');
+  const lastNonPad = cuda.empty([b], 'int64', 'last_non_pad_token', 'temporary');
+  cuda.release(product);
+  const rows = cuda.empty([b], 'int64', 'arange(batch_size)', 'temporary');
+  const pooled = cuda.empty([b, n], logits.dtype, 'pooled_logits', 'activation');
+  // IndexBackward0 keeps the indices for its index_put_
+  autograd.record('IndexBackward0', [logits], [pooled], [cuda.ref(rows), cuda.ref(lastNonPad)], ([grad]) => {
+    if (!grad) return [null];
+    const zeros = cuda.empty(logits.shape, grad.dtype, 'grad of logits[arange, last_non_pad_token]');
+    indexPutAccumulateScratch(rt, b, b * t, 'grad of logits[arange, last_non_pad_token]', 2);
+    return [zeros];
+  });
+  cuda.release(rows);
+  const loss = crossEntropy(rt, pooled, labels);
+  return { loss, pooled, locals: [lastNonPad, nonPadMask, tokenIndices] };
 }
 
 /** `position_ids = torch.arange(T) + past_seen_tokens` (a new tensor; the arange dies), then `unsqueeze(0)`. */

@@ -68,6 +68,11 @@ export interface LlamaConfig {
    * Qwen3MoeSparseMoeBlock); null elsewhere.
    */
   moe: MoeConfig | null;
+  /**
+   * What the model trains: the causal LM, or (`architectures` naming `<Model>ForSequenceClassification`) the
+   * `score` layer read at each sequence's last token that is not padding (config.ts `decoderHead`).
+   */
+  head: { kind: 'causal_lm' } | { kind: 'sequence_classification'; numLabels: number };
 }
 
 export interface MoeConfig {
@@ -135,6 +140,12 @@ export interface BertConfig {
   maxPositions: number;
   typeVocabSize: number;
   tieWordEmbeddings: boolean;
+  /**
+   * The head `architectures` names: BertForMaskedLM (also for BertForPreTraining and BertModel configs, and
+   * without `architectures`), or BertForSequenceClassification (single-label: `num_labels` classes, the labels
+   * one class id per sequence).
+   */
+  head: { kind: 'masked_lm' } | { kind: 'sequence_classification'; numLabels: number; dropout: number };
 }
 
 export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
@@ -215,6 +226,53 @@ function checkArchitectures(raw: Record<string, unknown>, accepted: readonly str
   }
 }
 
+function firstArchitecture(raw: Record<string, unknown>): string | undefined {
+  const archs = read(raw, 'architectures');
+  return Array.isArray(archs) && typeof archs[0] === 'string' ? archs[0] : undefined;
+}
+
+/**
+ * The classes of a `*ForSequenceClassification` head as PretrainedConfig reads them: the length of `id2label`,
+ * else `num_labels`, else 2. Trained on one class id per sequence, the loss is single-label classification
+ * (CrossEntropyLoss); regression (one label) and multi-label classification take float labels of other shapes and
+ * are not simulated yet.
+ */
+function classLabels(raw: Record<string, unknown>): number {
+  const id2label = read(raw, 'id2label');
+  const labelCount = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
+  // PretrainedConfig.__post_init__: a given id2label wins over num_labels
+  const numLabels = labelCount || int(raw, 'num_labels', 2);
+  const problem = read(raw, 'problem_type');
+  if (problem !== undefined && problem !== null && problem !== 'single_label_classification') {
+    throw new InputError(`${WHERE}.problem_type`, `${JSON.stringify(problem)} is not simulated yet; memplan trains "single_label_classification" (one class id per sequence, CrossEntropyLoss)`);
+  }
+  if (numLabels === 1) throw new InputError(`${WHERE}.num_labels`, 'one label makes the problem a regression (MSELoss on float labels), not simulated yet; give at least 2 classes');
+  return numLabels;
+}
+
+/** BertForSequenceClassification's head: its classes, and `classifier_dropout` (else the hidden dropout). */
+function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: number): { kind: 'sequence_classification'; numLabels: number; dropout: number } {
+  const numLabels = classLabels(raw);
+  return { kind: 'sequence_classification', numLabels, dropout: prob(raw, 'classifier_dropout', hiddenDropout) };
+}
+
+/**
+ * The head of a decoder (`GenericForSequenceClassification`, modeling_layers.py): a causal LM, or when
+ * `architectures` names `<Model>ForSequenceClassification`, the `score` layer on every position and the logits
+ * of each sequence's last token that is not padding (which needs `pad_token_id`: with none, transformers raises
+ * "Cannot handle batch sizes > 1 if no padding token is defined.").
+ */
+function decoderHead(raw: Record<string, unknown>, classifier: string): LlamaConfig['head'] {
+  if (firstArchitecture(raw) !== classifier) return { kind: 'causal_lm' };
+  const numLabels = classLabels(raw);
+  const pad = read(raw, 'pad_token_id');
+  if (pad === undefined || pad === null) {
+    throw new InputError(`${WHERE}.pad_token_id`, `${classifier} finds each sequence's last token by its padding token and transformers raises "Cannot handle batch sizes > 1 if no padding token is defined." without one: set pad_token_id (the Trainer recipes set model.config.pad_token_id to the tokenizer's)`);
+  }
+  if (typeof pad !== 'number' || !Number.isInteger(pad) || pad < 0) throw new InputError(`${WHERE}.pad_token_id`, `must be a token id (a non-negative integer), got ${JSON.stringify(pad)}`);
+  return { kind: 'sequence_classification', numLabels };
+}
+
 /**
  * Phi3RotaryEmbedding turns `int(head_dim * partial_rotary_factor)` dimensions; the factor comes from
  * `rope_parameters`, the older `rope_scaling`, or the top level (configuration_phi3.py convert_rope_params_to_dict).
@@ -273,7 +331,10 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         qwen3: { vocab: 151936, hidden: 4096, intermediate: 22016, layers: 32, heads: 32, kv: 32, positions: 32768, headDim: 128 },
         phi3: { vocab: 32064, hidden: 3072, intermediate: 8192, layers: 32, heads: 32, kv: null, positions: 4096, headDim: null },
       }[modelType];
-      checkArchitectures(raw, [{ llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM' }[modelType]]);
+      const model = { llama: 'Llama', mistral: 'Mistral', qwen2: 'Qwen2', qwen3: 'Qwen3', phi3: 'Phi3' }[modelType];
+      // sequence classifiers: measured for Llama and Qwen3 (GenericForSequenceClassification, the same code for all)
+      const classifier = modelType === 'phi3' ? null : `${model}ForSequenceClassification`;
+      checkArchitectures(raw, classifier ? [`${model}ForCausalLM`, classifier] : [`${model}ForCausalLM`]);
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
@@ -304,6 +365,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         noRopeLayers: [],
         normAfter: false,
         moe: null,
+        head: classifier ? decoderHead(raw, classifier) : { kind: 'causal_lm' },
       };
     }
     case 'mixtral':
@@ -323,8 +385,9 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       // and projector load with it: not the text model. Gemma3ForCausalLM trains the text_config alone.
       throw new InputError(`${WHERE}.model_type`, '"gemma3" is Gemma3ForConditionalGeneration (text and vision), which transformers does not train from input_ids and labels alone (it requires token_type_ids) and which is not simulated: paste its text_config, with "model_type": "gemma3_text", to plan Gemma3ForCausalLM (the text model alone)');
     case 'bert': {
-      checkArchitectures(raw, ['BertForMaskedLM', 'BertForPreTraining', 'BertModel']);
+      checkArchitectures(raw, ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', 'BertForSequenceClassification']);
       const hidden = int(raw, 'hidden_size', 768);
+      const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
       const heads = int(raw, 'num_attention_heads', 12);
       if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
       return {
@@ -336,11 +399,12 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         heads,
         intermediate: int(raw, 'intermediate_size', 3072),
         activation: activation(raw, 'hidden_act', 'gelu'),
-        hiddenDropout: prob(raw, 'hidden_dropout_prob', 0.1),
+        hiddenDropout,
         attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
         maxPositions: int(raw, 'max_position_embeddings', 512),
         typeVocabSize: int(raw, 'type_vocab_size', 2),
         tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+        head: firstArchitecture(raw) === 'BertForSequenceClassification' ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
       };
     }
     default:
@@ -460,6 +524,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: [],
     normAfter: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
+    head: { kind: 'causal_lm' },
   };
 }
 
@@ -521,6 +586,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
     normAfter: false,
     moe: null,
+    head: { kind: 'causal_lm' },
   };
 }
 
@@ -557,6 +623,7 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: [],
     normAfter: true,
     moe: null,
+    head: { kind: 'causal_lm' },
   };
 }
 
@@ -632,5 +699,6 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     normAfter: false,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
+    head: { kind: 'causal_lm' },
   };
 }

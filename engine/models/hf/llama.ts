@@ -17,6 +17,7 @@
  */
 import { InputError } from '../../errors.ts';
 import { embedding } from '../../ops/embedding.ts';
+import { linear } from '../../ops/linear.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
 import { applyRotary, rotaryCosSin, sliceView } from './rotary.ts';
 import { dropout } from '../../ops/pointwise.ts';
@@ -26,7 +27,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, hfActivation, lastTokenClassificationLoss, positionIds, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -84,8 +85,15 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   // rotary_emb's buffers, fp32 whatever the model's dtype
   params.push({ name: 'model.rotary_emb.inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
-  if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
+  if (classifier) {
+    // `score` (no bias); under LoRA, PEFT's SEQ_CLS task keeps it trainable as `modules_to_save`: the original
+    // frozen (named as before PEFT wrapped it), then its copy (the model's dtype), which trains
+    p('score.weight', [classifier.numLabels, cfg.hidden]);
+    if (tuning.lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [classifier.numLabels, cfg.hidden], dtype, savedModule: true });
+  } else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
+  const scoreWeight = tuning.lora ? 'score.modules_to_save.default.weight' : 'score.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const wOrNull = (name: string) => weights.get(name) ?? null;
@@ -395,11 +403,11 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}vocab ${cfg.vocabSize})`,
+    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
-    loss(rt, [ids]) {
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       const inputsEmbeds = embedding(rt, w('model.embed_tokens.weight'), ids!, 'model.embed_tokens');
@@ -414,6 +422,19 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       hidden = normed;
       // LlamaModel.forward returns: its locals die
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
+      if (classifier) {
+        // GenericForSequenceClassification: the score on every position, then each sequence's last token's
+        const logits = linear(rt, hidden, w(scoreWeight), null, 'score');
+        const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels!);
+        // its return: the model's output (with the cache), hidden_states, logits, then the locals; the output
+        // object (pooled_logits) once `.loss` is read
+        for (const x of cache.splice(0)) cuda.release(x);
+        cuda.release(hidden);
+        cuda.release(logits);
+        for (const x of locals) cuda.release(x);
+        cuda.release(pooled);
+        return loss;
+      }
       const logits = proj(rt, hidden, lmHead);
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);

@@ -133,12 +133,13 @@ export function loraAdapterParameters(path: string, inFeatures: number, outFeatu
 export function markFrozen(params: ParameterSpec[], tuning: FineTuning): { error: string | null; where: string } {
   if (tuning.lora) {
     if (!params.some((p) => p.adapter)) return { error: `no Linear module of this model matches ${JSON.stringify(tuning.lora.target_modules)}`, where: 'training.lora.target_modules' };
-    for (const p of params) if (!p.buffer && !p.adapter) p.frozen = true;
+    for (const p of params) if (!p.buffer && !p.adapter && !p.savedModule) p.frozen = true;
   }
   for (const pattern of tuning.freeze) {
     const matched = params.filter((p) => !p.buffer && matchesPattern(p.name, pattern));
     if (!matched.length) return { error: `the pattern ${JSON.stringify(pattern)} matches no parameter (names as model.named_parameters() gives them, e.g. ${JSON.stringify(params[0]?.name ?? '')})`, where: 'training.freeze' };
-    for (const p of matched) p.frozen = true;
+    // PEFT copies a modules_to_save module after the freeze, and its wrapper makes the copy trainable again
+    for (const p of matched) if (!p.savedModule) p.frozen = true;
   }
   // loss.backward() would raise "element 0 of tensors does not require grad and does not have a grad_fn"
   if (tuning.freeze.length > 0 && !params.some((p) => !p.buffer && !p.frozen)) {

@@ -124,9 +124,15 @@ describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2, Qwen3-MoE and BERT (the H100
     'lora_bert_base_amp_bf16_qv_ckpt',
     'lora_bert_base_fp32_all_adamw',
     'lora_bert_large_bf16_qv_reentrant_sgdm',
+    // a BERT sequence classifier: the adapters, and the classifier's modules_to_save copy (PEFT's SEQ_CLS task)
+    'lora_bert_base_cls_bf16_qv_adamw',
+    'lora_bert_base_cls_amp_fp16_all_reentrant',
+    // decoder classifiers: the adapters and the score's copy
+    'lora_qwen3_4l_cls_bf16_qv_adamw',
+    'lora_llama_4l_cls_amp_fp16_all_reentrant',
   ];
   for (const name of recordings) {
-    it(`${name}: the recording's parameters, the adapters alone trainable (PEFT's count), only they get state`, async () => {
+    it(`${name}: the recording's parameters, the adapters (and a classifier's modules_to_save copy) trainable (PEFT's count), only they get state`, async () => {
       const { readFileSync } = await import('node:fs');
       const m = JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as {
         plan: { training: Record<string, unknown> } & Record<string, unknown>;

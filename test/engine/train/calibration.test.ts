@@ -107,6 +107,18 @@ const EXACT = [
   'lora_bert_base_amp_fp16_qv_eager',
   'lora_bert_base_fp32_all_adamw',
   'lora_bert_large_bf16_qv_reentrant_sgdm',
+  // BertForSequenceClassification: the pooler's first-token view, the classifier, one class id per sequence; under
+  // LoRA the classifier's modules_to_save copy trains in bf16 beside fp32 adapters (foreach AdamW's two dtype groups
+  // in the order the unordered_map gives them back)
+  'bert_base_cls_amp_bf16_adamw',
+  'bert_large_cls_fp32_ckpt_sgdm',
+  'lora_bert_base_cls_bf16_qv_adamw',
+  'lora_bert_base_cls_amp_fp16_all_reentrant',
+  // decoder sequence classifiers (GenericForSequenceClassification): the score on every position, the last non-pad
+  // token's logits indexed out (index_put_ with two index tensors, one CUB tile); LoRA with the score's copy
+  'llama_4l_cls_bf16_adamw',
+  'qwen3_4l_cls_amp_bf16_ckpt',
+  'lora_qwen3_4l_cls_bf16_qv_adamw',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
   'resnet50_amp_bf16_ckpt_adamw',
