@@ -33,6 +33,30 @@ const bert = (source: string, hidden_size: number, num_hidden_layers: number, nu
   config: { model_type: 'bert', architectures: ['BertForMaskedLM'], vocab_size: 30522, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, hidden_act: 'gelu', hidden_dropout_prob: 0.1, attention_probs_dropout_prob: 0.1, max_position_embeddings: 512, type_vocab_size: 2 },
 });
 
+/** RoBERTa and XLM-RoBERTa as their published config.json give them: 514 positions, one token type, padding 1. */
+const roberta = (modelType: 'roberta' | 'xlm-roberta', source: string, hidden_size: number, num_hidden_layers: number, num_attention_heads: number, intermediate_size: number, parameters: string): Preset => ({
+  kind: 'hf',
+  family: modelType === 'roberta' ? 'RoBERTa' : 'XLM-RoBERTa',
+  parameters,
+  source,
+  config: {
+    model_type: modelType,
+    architectures: [modelType === 'roberta' ? 'RobertaForMaskedLM' : 'XLMRobertaForMaskedLM'],
+    vocab_size: modelType === 'roberta' ? 50265 : 250002,
+    hidden_size,
+    num_hidden_layers,
+    num_attention_heads,
+    intermediate_size,
+    hidden_act: 'gelu',
+    hidden_dropout_prob: 0.1,
+    attention_probs_dropout_prob: 0.1,
+    max_position_embeddings: 514,
+    type_vocab_size: 1,
+    pad_token_id: 1,
+    layer_norm_eps: 1e-5,
+  },
+});
+
 interface DecoderShape {
   hidden_size: number;
   intermediate_size: number;
@@ -121,6 +145,10 @@ export const PRESETS: Record<string, Preset> = {
   'gpt2-xl': gpt2('openai-community/gpt2-xl', 1600, 48, 25, '1.56B'),
   'bert-base': bert('google-bert/bert-base-uncased', 768, 12, 12, 3072, '110M'),
   'bert-large': bert('google-bert/bert-large-uncased', 1024, 24, 16, 4096, '336M'),
+  'roberta-base': roberta('roberta', 'FacebookAI/roberta-base', 768, 12, 12, 3072, '125M'),
+  'roberta-large': roberta('roberta', 'FacebookAI/roberta-large', 1024, 24, 16, 4096, '355M'),
+  'xlm-roberta-base': roberta('xlm-roberta', 'FacebookAI/xlm-roberta-base', 768, 12, 12, 3072, '279M'),
+  'xlm-roberta-large': roberta('xlm-roberta', 'FacebookAI/xlm-roberta-large', 1024, 24, 16, 4096, '561M'),
   'tinyllama-1.1b': llama('TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T', { hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048 }, '1.1B'),
   'llama-2-7b': llama('meta-llama/Llama-2-7b-hf', { hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32000, max_position_embeddings: 4096 }, '6.7B'),
   'llama-2-13b': llama('meta-llama/Llama-2-13b-hf', { hidden_size: 5120, intermediate_size: 13824, num_hidden_layers: 40, num_attention_heads: 40, num_key_value_heads: 40, vocab_size: 32000, max_position_embeddings: 4096 }, '13B'),

@@ -38,7 +38,8 @@ export function sortInt64(rt: Runtime, t: Tensor, label: string): [Tensor, Tenso
 /**
  * CUB sorts at most this many int64 key/value pairs in a single tile (dispatch_radix_sort.cuh: SingleTilePolicy,
  * 256 threads x 19 nominal 4-byte items, 9 for 8-byte keys and values), and then asks for 1 byte of temporary
- * storage (measured: 1 B for 8 pairs; 71,167 B for 4,096, sorted in tiles).
+ * storage (measured: 1 B for 8 and for 2,304 pairs; 43,007 B for 2,305 over 14 bits and 71,167 B for 4,096, sorted
+ * in tiles).
  */
 const kSingleTileSortPairs = 256 * 9;
 
@@ -65,7 +66,8 @@ export function indexPutAccumulateScratch(rt: Runtime, indices: number, rows: nu
   const sorted = tmp('sorted indices');
   const original = tmp('original indices');
   const range = tmp('arange');
-  const sortBytes = indices <= kSingleTileSortPairs ? 1 : radixSortTempBytes(indices, numBits(rows));
+  // `get_num_bits(largestIndex(self) / sliceSize)`: the bits of the largest row index, rows - 1
+  const sortBytes = indices <= kSingleTileSortPairs ? 1 : radixSortTempBytes(indices, numBits(rows - 1));
   cuda.release(cuda.empty([sortBytes], 'uint8', `${label}: index_put_ CUB radix sort`, 'workspace'));
   for (const t of [range, original, sorted, linear]) cuda.release(t);
 }

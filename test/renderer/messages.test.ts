@@ -185,7 +185,7 @@ describe('the editor’s hints name what the engine accepts', () => {
   it('lists every Hugging Face model_type the engine simulates, no more', () => {
     const refusal = safeParseHfConfig({ model_type: 'not-a-model' });
     if (refusal.ok) throw new Error('accepted an unknown model_type');
-    const accepted = /simulated: ([\w, ]+)$/.exec(refusal.issues[0]!.message)![1]!.split(', ');
+    const accepted = /simulated: ([\w, -]+)$/.exec(refusal.issues[0]!.message)![1]!.split(', ');
     expect(accepted).toEqual(HF_MODEL_TYPES);
     const listed = (hint: string, separator: string) => hint.slice(hint.lastIndexOf(hint.includes('：') ? '：' : ': ') + 1).replace(/[.。]$/, '').trim().split(separator);
     expect(listed(shell.en.hfHint, ', ').sort()).toEqual([...accepted].sort());

@@ -30,6 +30,10 @@ import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters } 
 export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableModel {
   const { dtype, seqLen, checkpointing } = options;
   const tuning = options.tuning ?? FULL_FINE_TUNING;
+  // RoBERTa and XLM-RoBERTa: BERT's encoder under `roberta`, position ids counted from the padding token, their
+  // own heads (RobertaLMHead, RobertaClassificationHead)
+  const roberta = cfg.modelType !== 'bert';
+  const base = roberta ? 'roberta' : 'bert';
   const e = cfg.hidden;
   const heads = cfg.heads;
   const headDim = e / heads;
@@ -41,14 +45,17 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     p(`${name}.weight`, [e]);
     p(`${name}.bias`, [e]);
   };
-  p('bert.embeddings.word_embeddings.weight', [cfg.vocabSize, e]);
-  p('bert.embeddings.position_embeddings.weight', [cfg.maxPositions, e]);
-  p('bert.embeddings.token_type_embeddings.weight', [cfg.typeVocabSize, e]);
-  norm('bert.embeddings.LayerNorm');
-  p('bert.embeddings.position_ids', [1, cfg.maxPositions], 'int64', true);
-  p('bert.embeddings.token_type_ids', [1, cfg.maxPositions], 'int64', true);
+  const wordEmbeddings = `${base}.embeddings.word_embeddings.weight`;
+  p(wordEmbeddings, [cfg.vocabSize, e]);
+  // RobertaEmbeddings registers its position embeddings (with a padding index) after the LayerNorm (measured)
+  if (!roberta) p(`${base}.embeddings.position_embeddings.weight`, [cfg.maxPositions, e]);
+  p(`${base}.embeddings.token_type_embeddings.weight`, [cfg.typeVocabSize, e]);
+  norm(`${base}.embeddings.LayerNorm`);
+  if (roberta) p(`${base}.embeddings.position_embeddings.weight`, [cfg.maxPositions, e]);
+  p(`${base}.embeddings.position_ids`, [1, cfg.maxPositions], 'int64', true);
+  p(`${base}.embeddings.token_type_ids`, [1, cfg.maxPositions], 'int64', true);
   for (let i = 0; i < cfg.layers; i++) {
-    const l = `bert.encoder.layer.${i}`;
+    const l = `${base}.encoder.layer.${i}`;
     dense(`${l}.attention.self.query`, e, e);
     dense(`${l}.attention.self.key`, e, e);
     dense(`${l}.attention.self.value`, e, e);
@@ -60,15 +67,46 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   }
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
   let optimizerOrder: string[] | undefined;
+  /**
+   * XLM-RoBERTa's ForMaskedLM and ForSequenceClassification register their head before `roberta` (measured: the
+   * head's weights reach the GPU first): the parameters from `bodyEnd` on move to the front.
+   */
+  const headFirst = (bodyEnd: number) => {
+    if (cfg.modelType === 'xlm-roberta') params.unshift(...params.splice(bodyEnd));
+  };
   if (classifier) {
-    // BertModel's pooler, then the classifier; under LoRA, PEFT's SEQ_CLS task keeps the classifier trainable as
-    // `modules_to_save`: the original module frozen (named here as before PEFT wrapped it, as `training.freeze`
-    // patterns see it), then its copy (deep-copied: the model's dtype), which trains
-    dense('bert.pooler.dense', e, e);
+    // BertModel's pooler, then the classifier (RoBERTa: no pooler; RobertaClassificationHead's dense and out_proj);
+    // under LoRA, PEFT's SEQ_CLS task keeps the classifier trainable as `modules_to_save`: the original module
+    // frozen (named here as before PEFT wrapped it, as `training.freeze` patterns see it), then its copy
+    // (deep-copied: the model's dtype), which trains
+    if (!roberta) dense(`${base}.pooler.dense`, e, e);
     const n = classifier.numLabels;
-    p('classifier.weight', [n, e]);
-    p('classifier.bias', [n]);
-    if (tuning.lora) params.push({ name: 'classifier.modules_to_save.default.weight', shape: [n, e], dtype, savedModule: true }, { name: 'classifier.modules_to_save.default.bias', shape: [n], dtype, savedModule: true });
+    const head = (prefix: string, savedModule: boolean) => {
+      const linearOf = (name: string, out: number) => params.push({ name: `${name}.weight`, shape: [out, e], dtype, savedModule }, { name: `${name}.bias`, shape: [out], dtype, savedModule });
+      if (roberta) {
+        linearOf(`${prefix}.dense`, e);
+        linearOf(`${prefix}.out_proj`, n);
+      } else linearOf(prefix, n);
+    };
+    const bodyEnd = params.length;
+    head('classifier', false);
+    if (tuning.lora) head('classifier.modules_to_save.default', true);
+    headFirst(bodyEnd);
+  } else if (roberta) {
+    // RobertaLMHead: dense, layer_norm, decoder (tied: the word embedding, moved here when the head comes first;
+    // its bias the head's `bias`, moved on the decoder's visit)
+    const word = cfg.tieWordEmbeddings && cfg.modelType === 'xlm-roberta' ? params.splice(0, 1)[0]! : null;
+    const bodyEnd = params.length;
+    dense('lm_head.dense', e, e);
+    norm('lm_head.layer_norm');
+    if (!cfg.tieWordEmbeddings) p('lm_head.decoder.weight', [cfg.vocabSize, e]);
+    else if (word) params.push(word); // the decoder's weight is the word embedding
+    p('lm_head.bias', [cfg.vocabSize]);
+    headFirst(bodyEnd);
+    // named_parameters: lm_head's own bias comes before its children's parameters
+    const trainable = params.filter((x) => !x.buffer).map((x) => x.name);
+    const head = trainable.indexOf('lm_head.dense.weight');
+    optimizerOrder = [...trainable.slice(0, head), 'lm_head.bias', ...trainable.slice(head).filter((n) => n !== 'lm_head.bias')];
   } else {
     dense('cls.predictions.transform.dense', e, e);
     norm('cls.predictions.transform.LayerNorm');
@@ -80,7 +118,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
   }
   const classifierPath = tuning.lora ? 'classifier.modules_to_save.default' : 'classifier';
-  const decoderWeight = cfg.tieWordEmbeddings ? 'bert.embeddings.word_embeddings.weight' : 'cls.predictions.decoder.weight';
+  const decoderWeight = cfg.tieWordEmbeddings ? `${base}.embeddings.word_embeddings.weight` : roberta ? 'lm_head.decoder.weight' : 'cls.predictions.decoder.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   /** `module(x)` for the nn.Linear at `path`: with its LoRA adapter when it has one. */
@@ -90,7 +128,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   /** BertSelfAttention.forward: (attn_output, attn_weights); eager attention's weights, null for SDPA. */
   function selfAttention(rt: Runtime, x: Tensor, i: number): [Tensor, Tensor | null] {
     const { cuda } = rt;
-    const a = `bert.encoder.layer.${i}.attention.self`;
+    const a = `${base}.encoder.layer.${i}.attention.self`;
     const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, probsInSoftmaxDType: true, label: `${a} attention` };
     const qp = lin(rt, x, `${a}.query`);
     // Eager attention gives k its gradient transposed ([B*H, D, T] through k^T): the heads' view takes it back, but
@@ -127,7 +165,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
 
   function layer(rt: Runtime, x: Tensor, i: number): Tensor {
     const { cuda } = rt;
-    const l = `bert.encoder.layer.${i}`;
+    const l = `${base}.encoder.layer.${i}`;
     // `self_attention_output, _ = self.attention(...)`: `_` holds eager attention's weights until the layer returns
     const [ctx, attnWeights] = selfAttention(rt, x, i);
     const attnOut = output(rt, ctx, x, `${l}.attention.output`);
@@ -149,17 +187,108 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // `hidden_states[:, 0]`: a view; SelectBackward0 builds a zero tensor of the hidden states' shape and copies in
     const first = cuda.view(hidden, [b, h]);
     autograd.record('SelectBackward0', [hidden], [first], [], ([grad]) => [grad ? cuda.empty(hidden.shape, grad.dtype, 'grad of hidden_states[:, 0]') : null]);
-    const pooledDense = lin(rt, first, 'bert.pooler.dense');
+    const pooledDense = lin(rt, first, `${base}.pooler.dense`);
     cuda.release(first);
-    const pooled = tanh(rt, pooledDense, 'bert.pooler.activation');
+    const pooled = tanh(rt, pooledDense, `${base}.pooler.activation`);
     cuda.release(pooledDense);
     return pooled;
   }
 
+  /** BertEmbeddings.forward: word, token type and position embeddings summed, LayerNorm, dropout. */
+  function bertEmbeddings(rt: Runtime, ids: Tensor): Tensor {
+    const { cuda } = rt;
+    const [b, t] = ids.shape as [number, number];
+    // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
+    const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
+    const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
+    const inputsEmbeds = embedding(rt, w(`${base}.embeddings.word_embeddings.weight`), ids, `${base}.embeddings.word_embeddings`);
+    inputsRequireGrad?.hook(rt, inputsEmbeds);
+    // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
+    const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
+    const typeEmbeds = embedding(rt, w(`${base}.embeddings.token_type_embeddings.weight`), tokenTypesExpanded, `${base}.embeddings.token_type_embeddings`, b === 1);
+    cuda.release(flatTypes);
+    const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
+    const positions = cuda.view(w(`${base}.embeddings.position_ids`), [1, t]);
+    const positionEmbeds = embedding(rt, w(`${base}.embeddings.position_embeddings.weight`), positions, `${base}.embeddings.position_embeddings`);
+    const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
+    cuda.release(sum1);
+    const normed = layerNorm(rt, sum2, w(`${base}.embeddings.LayerNorm.weight`), w(`${base}.embeddings.LayerNorm.bias`), `${base}.embeddings.LayerNorm`);
+    cuda.release(sum2);
+    const embedded = dropout(rt, normed, cfg.hiddenDropout, `${base}.embeddings.dropout`);
+    cuda.release(normed);
+    // BertEmbeddings.forward returns: its locals die
+    for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
+    return embedded;
+  }
+
+  /**
+   * RobertaEmbeddings.forward (transformers 5.17): position ids counted from the padding token
+   * (`create_position_ids_from_input_ids`: `mask = input_ids.ne(padding_idx).int()`, `(cumsum(mask,
+   * dim=1).type_as(mask) + past) * mask`, `.long() + padding_idx`: each step a new [B, T] tensor, the one before
+   * dying), token types gathered from the buffer at those positions (`torch.gather`: [B, T]), then as BERT: word,
+   * token type and position embeddings summed, LayerNorm, dropout. Measured: roberta_base_*, xlm_roberta_base_*.
+   */
+  function robertaEmbeddings(rt: Runtime, ids: Tensor): Tensor {
+    const { cuda } = rt;
+    const [b, t] = ids.shape as [number, number];
+    const step = (dtype: DType, what: string, previous: Tensor | null) => {
+      const next = cuda.empty([b, t], dtype, `position ids: ${what}`, 'temporary');
+      cuda.release(previous);
+      return next;
+    };
+    const notPad = cuda.empty([b, t], 'bool', 'position ids: input_ids.ne(padding_idx)', 'temporary');
+    const mask = step('int32', 'mask (.int())', notPad);
+    // cumsum of int32 gives int64: its result, then the input cast to int64 for the scan (a temporary)
+    const cumsum = cuda.empty([b, t], 'int64', 'position ids: cumsum(mask)', 'temporary');
+    cuda.release(cuda.empty([b, t], 'int64', 'position ids: cumsum(mask): mask as int64', 'temporary'));
+    let x = step('int32', '.type_as(mask)', cumsum);
+    x = step('int32', '+ past_key_values_length', x);
+    // `incremental_indices`, a local until the function returns
+    const incremental = step('int32', '* mask', x);
+    const long = cuda.empty([b, t], 'int64', 'position ids: .long()', 'temporary');
+    const positions = cuda.empty([b, t], 'int64', 'position ids: + padding_idx', 'temporary');
+    for (const y of [long, mask, incremental]) cuda.release(y);
+    const tokenTypes = cuda.empty([b, t], 'int64', 'token_type_ids (gathered)', 'input');
+    const inputsEmbeds = embedding(rt, w(`${base}.embeddings.word_embeddings.weight`), ids, `${base}.embeddings.word_embeddings`);
+    inputsRequireGrad?.hook(rt, inputsEmbeds);
+    const typeEmbeds = embedding(rt, w(`${base}.embeddings.token_type_embeddings.weight`), tokenTypes, `${base}.embeddings.token_type_embeddings`);
+    const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
+    const positionEmbeds = embedding(rt, w(`${base}.embeddings.position_embeddings.weight`), positions, `${base}.embeddings.position_embeddings`);
+    const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
+    cuda.release(sum1);
+    const normed = layerNorm(rt, sum2, w(`${base}.embeddings.LayerNorm.weight`), w(`${base}.embeddings.LayerNorm.bias`), `${base}.embeddings.LayerNorm`);
+    cuda.release(sum2);
+    const embedded = dropout(rt, normed, cfg.hiddenDropout, `${base}.embeddings.dropout`);
+    cuda.release(normed);
+    // RobertaEmbeddings.forward returns: its locals die
+    for (const y of [positionEmbeds, typeEmbeds, inputsEmbeds, tokenTypes, positions]) cuda.release(y);
+    return embedded;
+  }
+
+  /**
+   * RobertaClassificationHead: `features[:, 0, :]`, dropout, dense, tanh, dropout, out_proj (the copy PEFT trains
+   * under LoRA: no adapters inside it).
+   */
+  function robertaClassifier(rt: Runtime, hidden: Tensor, dropoutP: number): Tensor {
+    const { cuda, autograd } = rt;
+    const [b, , h] = hidden.shape as [number, number, number];
+    const first = cuda.view(hidden, [b, h]);
+    autograd.record('SelectBackward0', [hidden], [first], [], ([grad]) => [grad ? cuda.empty(hidden.shape, grad.dtype, 'grad of features[:, 0, :]') : null]);
+    const d1 = dropout(rt, first, dropoutP, 'classifier.dropout');
+    cuda.release(first);
+    const x1 = linear(rt, d1, w(`${classifierPath}.dense.weight`), w(`${classifierPath}.dense.bias`), 'classifier.dense');
+    cuda.release(d1);
+    const x2 = tanh(rt, x1, 'classifier tanh');
+    cuda.release(x1);
+    const d2 = dropout(rt, x2, dropoutP, 'classifier.dropout');
+    cuda.release(x2);
+    const logits = linear(rt, d2, w(`${classifierPath}.out_proj.weight`), w(`${classifierPath}.out_proj.bias`), 'classifier.out_proj');
+    cuda.release(d2);
+    return logits;
+  }
+
   return {
-    description: classifier
-      ? `BERT sequence classifier (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier.numLabels} labels)`
-      : `BERT masked LM (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
+    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     optimizerOrder,
     tensors: weights,
@@ -167,28 +296,18 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
-      // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
-      const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
-      const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
-      const inputsEmbeds = embedding(rt, w('bert.embeddings.word_embeddings.weight'), ids!, 'bert.embeddings.word_embeddings');
-      inputsRequireGrad?.hook(rt, inputsEmbeds);
-      // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
-      const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
-      const typeEmbeds = embedding(rt, w('bert.embeddings.token_type_embeddings.weight'), tokenTypesExpanded, 'bert.embeddings.token_type_embeddings', b === 1);
-      cuda.release(flatTypes);
-      const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
-      const positions = cuda.view(w('bert.embeddings.position_ids'), [1, t]);
-      const positionEmbeds = embedding(rt, w('bert.embeddings.position_embeddings.weight'), positions, 'bert.embeddings.position_embeddings');
-      const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
-      cuda.release(sum1);
-      const normed = layerNorm(rt, sum2, w('bert.embeddings.LayerNorm.weight'), w('bert.embeddings.LayerNorm.bias'), 'bert.embeddings.LayerNorm');
-      cuda.release(sum2);
-      const embedded = dropout(rt, normed, cfg.hiddenDropout, 'bert.embeddings.dropout');
-      cuda.release(normed);
-      // BertEmbeddings.forward returns: its locals die
-      for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
+      const embedded = roberta ? robertaEmbeddings(rt, ids!) : bertEmbeddings(rt, ids!);
       // BertModel.forward keeps `embedding_output` until it returns
       const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
+      if (classifier && roberta) {
+        // RobertaModel has no pooler; its output holds the hidden states until the classifier's forward returns
+        cuda.release(embedded);
+        const logits = robertaClassifier(rt, hidden, classifier.dropout);
+        const loss = crossEntropy(rt, logits, labels!);
+        cuda.release(logits);
+        cuda.release(hidden);
+        return loss;
+      }
       if (classifier) {
         // BertModel.forward runs the pooler before it returns; its output holds the hidden states until the
         // classifier's forward returns
@@ -205,13 +324,16 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
         return loss;
       }
       cuda.release(embedded);
-      // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder
-      const h1 = lin(rt, hidden, 'cls.predictions.transform.dense');
-      const h2 = hfActivation(rt, cfg.activation, h1, 'cls.predictions.transform.act');
+      // BertLMPredictionHead: transform (dense, act, LayerNorm), decoder; RobertaLMHead: dense, gelu, layer_norm,
+      // decoder
+      const transform = roberta ? 'lm_head' : 'cls.predictions.transform';
+      const h1 = lin(rt, hidden, `${transform}.dense`);
+      const h2 = hfActivation(rt, roberta ? 'gelu' : cfg.activation, h1, `${transform}.act`);
       cuda.release(h1);
-      const h3 = layerNorm(rt, h2, w('cls.predictions.transform.LayerNorm.weight'), w('cls.predictions.transform.LayerNorm.bias'), 'cls.predictions.transform.LayerNorm');
+      const norm = roberta ? 'lm_head.layer_norm' : 'cls.predictions.transform.LayerNorm';
+      const h3 = layerNorm(rt, h2, w(`${norm}.weight`), w(`${norm}.bias`), norm);
       cuda.release(h2);
-      const logits = linear(rt, h3, w(decoderWeight), w('cls.predictions.bias'), 'cls.predictions.decoder');
+      const logits = linear(rt, h3, w(decoderWeight), w(roberta ? 'lm_head.bias' : 'cls.predictions.bias'), roberta ? 'lm_head.decoder' : 'cls.predictions.decoder');
       cuda.release(h3);
       const flat = rt.autograd.view('ViewBackward0', logits, [b * t, cfg.vocabSize]);
       const loss = crossEntropy(rt, flat, ids!);

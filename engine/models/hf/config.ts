@@ -128,7 +128,8 @@ export interface GemmaConfig {
 
 export interface BertConfig {
   family: 'bert';
-  modelType: 'bert';
+  /** RoBERTa and XLM-RoBERTa: BERT's encoder, their own embeddings' position ids and heads (bert.ts). */
+  modelType: 'bert' | 'roberta' | 'xlm-roberta';
   vocabSize: number;
   hidden: number;
   layers: number;
@@ -146,6 +147,11 @@ export interface BertConfig {
    * one class id per sequence).
    */
   head: { kind: 'masked_lm' } | { kind: 'sequence_classification'; numLabels: number; dropout: number };
+  /**
+   * Positions the table holds before the first token's: RoBERTa counts position ids from `pad_token_id + 1`, so
+   * its 514 positions take 512 tokens; 0 for BERT.
+   */
+  positionOffset: number;
 }
 
 export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
@@ -153,7 +159,7 @@ export type HfConfig = Gpt2Config | LlamaConfig | GemmaConfig | BertConfig;
 const WHERE = 'model.hf_config';
 
 /** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
-export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'olmo2', 'gemma2', 'gemma3_text', 'bert'];
+export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'olmo2', 'gemma2', 'gemma3_text', 'bert', 'roberta', 'xlm-roberta'];
 
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
@@ -232,16 +238,17 @@ function firstArchitecture(raw: Record<string, unknown>): string | undefined {
 }
 
 /**
- * The classes of a `*ForSequenceClassification` head as PretrainedConfig reads them: the length of `id2label`,
- * else `num_labels`, else 2. Trained on one class id per sequence, the loss is single-label classification
+ * The classes of a `*ForSequenceClassification` head as PretrainedConfig reads them: `num_labels`, else the
+ * length of `id2label`, else 2. Trained on one class id per sequence, the loss is single-label classification
  * (CrossEntropyLoss); regression (one label) and multi-label classification take float labels of other shapes and
  * are not simulated yet.
  */
 function classLabels(raw: Record<string, unknown>): number {
   const id2label = read(raw, 'id2label');
   const labelCount = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
-  // PretrainedConfig.__post_init__: a given id2label wins over num_labels
-  const numLabels = labelCount || int(raw, 'num_labels', 2);
+  // measured (transformers 5.17 from_dict): a given num_labels wins (its setter rebuilds id2label)
+  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least 2');
+  const numLabels = int(raw, 'num_labels', labelCount ?? 2);
   const problem = read(raw, 'problem_type');
   if (problem !== undefined && problem !== null && problem !== 'single_label_classification') {
     throw new InputError(`${WHERE}.problem_type`, `${JSON.stringify(problem)} is not simulated yet; memplan trains "single_label_classification" (one class id per sequence, CrossEntropyLoss)`);
@@ -405,6 +412,39 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         typeVocabSize: int(raw, 'type_vocab_size', 2),
         tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
         head: firstArchitecture(raw) === 'BertForSequenceClassification' ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
+        positionOffset: 0,
+      };
+    }
+    case 'roberta':
+    case 'xlm-roberta': {
+      // configuration_roberta.py / configuration_xlm_roberta.py (transformers 5.17): BERT's defaults but the
+      // padding token 1; the published checkpoints have 514 positions and one token type
+      const model = modelType === 'roberta' ? 'Roberta' : 'XLMRoberta';
+      checkArchitectures(raw, [`${model}ForMaskedLM`, `${model}Model`, `${model}ForSequenceClassification`]);
+      const hidden = int(raw, 'hidden_size', 768);
+      const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
+      const heads = int(raw, 'num_attention_heads', 12);
+      if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
+      const pad = read(raw, 'pad_token_id') ?? 1;
+      if (typeof pad !== 'number' || !Number.isInteger(pad) || pad < 0) throw new InputError(`${WHERE}.pad_token_id`, `must be a token id (a non-negative integer), got ${JSON.stringify(pad)}`);
+      const maxPositions = int(raw, 'max_position_embeddings', 512);
+      if (maxPositions <= pad + 1) throw new InputError(`${WHERE}.max_position_embeddings`, `must be more than pad_token_id + 1 (${pad + 1}): RoBERTa's position ids start there`);
+      return {
+        family: 'bert',
+        modelType,
+        vocabSize: int(raw, 'vocab_size', modelType === 'roberta' ? 50265 : 30522),
+        hidden,
+        layers: int(raw, 'num_hidden_layers', 12),
+        heads,
+        intermediate: int(raw, 'intermediate_size', 3072),
+        activation: activation(raw, 'hidden_act', 'gelu'),
+        hiddenDropout,
+        attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
+        maxPositions,
+        typeVocabSize: int(raw, 'type_vocab_size', 2),
+        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+        head: firstArchitecture(raw) === `${model}ForSequenceClassification` ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
+        positionOffset: pad + 1,
       };
     }
     default:

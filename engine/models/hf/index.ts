@@ -8,7 +8,7 @@ import { bertModel } from './bert.ts';
 import { gemmaModel } from './gemma.ts';
 
 export function hfModel(cfg: HfConfig, options: HfModelOptions): TrainableModel {
-  const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.maxPositions;
+  const positions = cfg.family === 'gpt2' ? cfg.positions : cfg.family === 'bert' ? cfg.maxPositions - cfg.positionOffset : cfg.maxPositions;
   if (options.seqLen > positions) throw new InputError('training.seq_len', `${options.seqLen} is more than the model's ${positions} positions`);
   switch (cfg.family) {
     case 'gpt2':

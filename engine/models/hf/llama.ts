@@ -426,13 +426,13 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
         // GenericForSequenceClassification: the score on every position, then each sequence's last token's
         const logits = linear(rt, hidden, w(scoreWeight), null, 'score');
         const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels!);
-        // its return: the model's output (with the cache), hidden_states, logits, then the locals; the output
-        // object (pooled_logits) once `.loss` is read
-        for (const x of cache.splice(0)) cuda.release(x);
+        // its return: hidden_states, logits, then the locals; the output object once `.loss` is read: its
+        // pooled_logits, then past_key_values (the cache)
         cuda.release(hidden);
         cuda.release(logits);
         for (const x of locals) cuda.release(x);
         cuda.release(pooled);
+        for (const x of cache.splice(0)) cuda.release(x);
         return loss;
       }
       const logits = proj(rt, hidden, lmHead);

@@ -50,7 +50,7 @@ export const LORA_MODEL_TYPES: readonly string[] = HF_MODEL_TYPES;
 /**
  * `LoraConfig()`'s defaults (peft/tuners/lora/config.py: r 8, lora_alpha 8, lora_dropout 0.0) and the modules it
  * targets when none are named (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: c_attn
- * for gpt2, query and value for bert, q_proj and v_proj for llama, mistral, mixtral, qwen2, qwen3, gemma2, gemma3_text; read from PEFT 0.21 on
+ * for gpt2, query and value for bert, roberta and xlm-roberta, q_proj and v_proj for llama, mistral, mixtral, qwen2, qwen3, gemma2, gemma3_text; read from PEFT 0.21 on
  * the GPU machine). PEFT 0.21 has no default for phi3, whose q, k and v are one fused `qkv_proj` (that module, the
  * attention input the others' defaults adapt), nor for qwen3_moe, smollm3 and olmo2 (q_proj and v_proj here, as
  * for qwen3 and llama). null: no default here.
@@ -59,7 +59,7 @@ export const PEFT_LORA_DEFAULTS = { r: 8, alpha: 8, dropout: 0 } as const;
 export function peftDefaultTargets(modelType: string): string[] | null {
   if (modelType === 'phi3') return ['qkv_proj'];
   if (modelType === 'gpt2') return ['c_attn'];
-  if (modelType === 'bert') return ['query', 'value'];
+  if (modelType === 'bert' || modelType === 'roberta' || modelType === 'xlm-roberta') return ['query', 'value'];
   if (LORA_MODEL_TYPES.includes(modelType)) return ['q_proj', 'v_proj'];
   return null;
 }

@@ -70,10 +70,11 @@ describe('the head a config.json names', () => {
     return cfg.head;
   };
 
-  it('num_labels: the length of id2label (PretrainedConfig lets it win), else num_labels, else 2; classifier_dropout, else the hidden dropout', () => {
+  it('num_labels (transformers 5.17 lets it win, measured), else the length of id2label, else 2; classifier_dropout, else the hidden dropout', () => {
     expect(head({})).toEqual({ kind: 'sequence_classification', numLabels: 2, dropout: 0.1 });
     expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' } })).toMatchObject({ numLabels: 3 });
-    expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' }, num_labels: 5 })).toMatchObject({ numLabels: 3 });
+    expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' }, num_labels: 5 })).toMatchObject({ numLabels: 5 });
+    expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class/);
     expect(head({ num_labels: 7, hidden_dropout_prob: 0.2 })).toEqual({ kind: 'sequence_classification', numLabels: 7, dropout: 0.2 });
     expect(head({ classifier_dropout: 0 })).toMatchObject({ dropout: 0 });
     expect(head({ architectures: ['BertForMaskedLM'] })).toEqual({ kind: 'masked_lm' });

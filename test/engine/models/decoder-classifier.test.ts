@@ -88,6 +88,16 @@ describe('the head a decoder config.json names', () => {
     expect(all.some((a) => a.label === 'lm_head' || a.label === 'logits.float()')).toBe(false);
   });
 
+  it('index_put_’s CUB sort: one tile (1 byte) up to 2,304 pairs, then its storage over the bits of B x T - 1', () => {
+    // measured on the H100 with the same logits[arange(B), last_non_pad_token] backward (a probe this session):
+    // 2,304 x 4 -> 1 B; 2,305 x 4 (14 bits) -> 43,007 B; 4,096 x 16 (16 bits) -> 71,167 B
+    const cub = (batch: number, seqLen: number) =>
+      allocationsOf(planOf(small({ num_hidden_layers: 1, hidden_size: 32, intermediate_size: 32, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 16, vocab_size: 64 }), { batch_size: batch, seq_len: seqLen, optimizer: 'sgd' })).find((a) => a.label.endsWith('index_put_ CUB radix sort'))!.size;
+    expect(cub(2304, 4)).toBe(1);
+    expect(cub(2305, 4)).toBe(43_007);
+    expect(cub(4096, 16)).toBe(71_167);
+  });
+
   it('under LoRA the score trains as PEFT’s modules_to_save copy', () => {
     const labels = new Set(allocationsOf(planOf(small(), { lora: { r: 4, alpha: 8, target_modules: ['q_proj', 'v_proj'] } })).map((a) => a.label));
     expect(labels.has('score.modules_to_save.default.weight exp_avg')).toBe(true);

@@ -91,7 +91,7 @@ describe('plans LoRA cannot run are refused at their field', () => {
 
   it('LoRA on a torchvision model or a layer list: simulated for Hugging Face models only, freezing offered instead', () => {
     const p = parsePlan({ format: 'memplan.plan', version: 1, model: { torchvision: 'resnet18', num_classes: 10 }, training: { batch_size: 2, lora: { ...lora, target_modules: ['fc'] } } });
-    expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types gpt2, .*, bert; to train part of this model, freeze the rest \(training\.freeze\)$/);
+    expect(() => simulate(p, { device: planGpu(p), untilSteady: false })).toThrow(/^training\.lora: LoRA is simulated for the Hugging Face model types gpt2, .*, xlm-roberta; to train part of this model, freeze the rest \(training\.freeze\)$/);
   });
 
   it("BERT's modules: a target naming none of them lists query, key, value and dense (the tied decoder is not adapted)", () => {
@@ -130,6 +130,8 @@ describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2, Qwen3-MoE and BERT (the H100
     // decoder classifiers: the adapters and the score's copy
     'lora_qwen3_4l_cls_bf16_qv_adamw',
     'lora_llama_4l_cls_amp_fp16_all_reentrant',
+    // XLM-RoBERTa's classifier: adapters on query, value and the encoder's dense modules, the head's copy
+    'lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt',
   ];
   for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters (and a classifier's modules_to_save copy) trainable (PEFT's count), only they get state`, async () => {
