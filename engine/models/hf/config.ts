@@ -124,6 +124,8 @@ export interface GemmaConfig {
   useCache: boolean;
   /** Gemma 3: q_norm and k_norm over each head (weight [head_dim]). */
   qkNorm: boolean;
+  /** The causal LM, or a sequence classifier (`decoderHead`: the final soft-capping is the causal LM's alone). */
+  head: LlamaConfig['head'];
 }
 
 export interface BertConfig {
@@ -339,9 +341,9 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         phi3: { vocab: 32064, hidden: 3072, intermediate: 8192, layers: 32, heads: 32, kv: null, positions: 4096, headDim: null },
       }[modelType];
       const model = { llama: 'Llama', mistral: 'Mistral', qwen2: 'Qwen2', qwen3: 'Qwen3', phi3: 'Phi3' }[modelType];
-      // sequence classifiers: measured for Llama and Qwen3 (GenericForSequenceClassification, the same code for all)
-      const classifier = modelType === 'phi3' ? null : `${model}ForSequenceClassification`;
-      checkArchitectures(raw, classifier ? [`${model}ForCausalLM`, classifier] : [`${model}ForCausalLM`]);
+      // sequence classifiers: GenericForSequenceClassification, the same code for every decoder
+      const classifier = `${model}ForSequenceClassification`;
+      checkArchitectures(raw, [`${model}ForCausalLM`, classifier]);
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
@@ -372,7 +374,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         noRopeLayers: [],
         normAfter: false,
         moe: null,
-        head: classifier ? decoderHead(raw, classifier) : { kind: 'causal_lm' },
+        head: decoderHead(raw, classifier),
       };
     }
     case 'mixtral':
@@ -468,7 +470,8 @@ function optionalPositive(raw: Record<string, unknown>, key: string, fallback: n
  */
 function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma3_text'): GemmaConfig {
   const g3 = modelType === 'gemma3_text';
-  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM']);
+  const classifier = g3 ? 'Gemma3TextForSequenceClassification' : 'Gemma2ForSequenceClassification';
+  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM', classifier]);
   if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
     throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
   }
@@ -511,6 +514,7 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
     finalSoftcap: optionalPositive(raw, 'final_logit_softcapping', g3 ? null : 30),
     useCache: bool(raw, 'use_cache', true),
     qkNorm: g3,
+    head: decoderHead(raw, classifier),
   };
 }
 
@@ -524,7 +528,7 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
  * a layer, which its in-place mul would save).
  */
 function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['MixtralForCausalLM']);
+  checkArchitectures(raw, ['MixtralForCausalLM', 'MixtralForSequenceClassification']);
   checkMoeTraining(raw, 'MixtralForCausalLM');
   const jitter = read(raw, 'router_jitter_noise');
   if (jitter !== undefined && jitter !== null && jitter !== 0) {
@@ -564,7 +568,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: [],
     normAfter: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
-    head: { kind: 'causal_lm' },
+    head: decoderHead(raw, 'MixtralForSequenceClassification'),
   };
 }
 
@@ -577,7 +581,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
  * model has none).
  */
 function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['SmolLM3ForCausalLM']);
+  checkArchitectures(raw, ['SmolLM3ForCausalLM', 'SmolLM3ForSequenceClassification']);
   // num_key_value_heads: 4 by default, the attention heads when the config gives null (`__post_init__`)
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, read(raw, 'num_key_value_heads') === null ? null : 4, null);
   const layers = int(raw, 'num_hidden_layers', 36);
@@ -626,7 +630,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
     normAfter: false,
     moe: null,
-    head: { kind: 'causal_lm' },
+    head: decoderHead(raw, 'SmolLM3ForSequenceClassification'),
   };
 }
 
@@ -635,7 +639,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
  * with OLMo 2's layer and rotary embedding (LlamaConfig.normAfter).
  */
 function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['Olmo2ForCausalLM']);
+  checkArchitectures(raw, ['Olmo2ForCausalLM', 'Olmo2ForSequenceClassification']);
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, null, null);
   return {
     family: 'llama',
@@ -663,7 +667,7 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
     noRopeLayers: [],
     normAfter: true,
     moe: null,
-    head: { kind: 'causal_lm' },
+    head: decoderHead(raw, 'Olmo2ForSequenceClassification'),
   };
 }
 
@@ -695,7 +699,7 @@ function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
  * false, 128 experts, 8 a token); the published models set norm_topk_prob true.
  */
 function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['Qwen3MoeForCausalLM']);
+  checkArchitectures(raw, ['Qwen3MoeForCausalLM', 'Qwen3MoeForSequenceClassification']);
   checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 32, 4, null);
   // attribute_map: `num_experts` is stored as `num_local_experts`; a config.json may give either
@@ -739,6 +743,6 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     normAfter: false,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
-    head: { kind: 'causal_lm' },
+    head: decoderHead(raw, 'Qwen3MoeForSequenceClassification'),
   };
 }

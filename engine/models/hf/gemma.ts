@@ -17,6 +17,7 @@
  * lm_head; the final logit soft-capping; ForCausalLMLoss. Both scale the embedding inside the embedding module.
  */
 import { embedding } from '../../ops/embedding.ts';
+import { linear } from '../../ops/linear.ts';
 import { addScalar, addTensors, meanLastDim, mul, mulScalar, powScalar, rsqrt, tanh, toDType } from '../../ops/elementwise.ts';
 import { divScalar } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
@@ -26,7 +27,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, hfActivation, lastTokenClassificationLoss, positionIds, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { applyRotary, rotaryCosSin } from './rotary.ts';
@@ -67,8 +68,14 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     p(invFreqName(kind), [hd / 2], 'float32', true);
     p(`model.rotary_emb.${kind ? `${kind}_` : ''}original_inv_freq`, [hd / 2], 'float32', true);
   }
-  if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
+  if (classifier) {
+    // `score` (no bias); under LoRA, PEFT's SEQ_CLS task keeps it trainable as `modules_to_save` (llama.ts)
+    p('score.weight', [classifier.numLabels, cfg.hidden]);
+    if (tuning.lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [classifier.numLabels, cfg.hidden], dtype, savedModule: true });
+  } else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
+  const scoreWeight = tuning.lora ? 'score.modules_to_save.default.weight' : 'score.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const proj = linearModules(weights, tuning.lora);
@@ -256,11 +263,11 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType} (${cfg.layers} layers, ${cfg.layerTypes.filter((x) => x === 'sliding_attention').length} with a ${cfg.slidingWindow}-token window, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
+    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, ${cfg.layerTypes.filter((x) => x === 'sliding_attention').length} with a ${cfg.slidingWindow}-token window, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
-    loss(rt, [ids]) {
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
       // The scaled embedding's forward: `super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)`: the
@@ -292,6 +299,17 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
         cuda.release(cos);
       }
       for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
+      if (classifier) {
+        // GenericForSequenceClassification (llama.ts): the score on every position, each sequence's last token's
+        const scores = linear(rt, hidden, w(scoreWeight), null, 'score');
+        const { loss, pooled, locals } = lastTokenClassificationLoss(rt, scores, labels!);
+        cuda.release(hidden);
+        cuda.release(scores);
+        for (const x of locals) cuda.release(x);
+        cuda.release(pooled);
+        for (const x of cache.splice(0)) cuda.release(x);
+        return loss;
+      }
       let logits = proj(rt, hidden, lmHead);
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`

@@ -132,6 +132,8 @@ describe('LoRA on Gemma 2, Gemma 3, Mixtral, GPT-2, Qwen3-MoE and BERT (the H100
     'lora_llama_4l_cls_amp_fp16_all_reentrant',
     // XLM-RoBERTa's classifier: adapters on query, value and the encoder's dense modules, the head's copy
     'lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt',
+    'lora_gemma3_6l_cls_bf16_qv',
+    'lora_mixtral_4l_cls_bf16_qv',
   ];
   for (const name of recordings) {
     it(`${name}: the recording's parameters, the adapters (and a classifier's modules_to_save copy) trainable (PEFT's count), only they get state`, async () => {

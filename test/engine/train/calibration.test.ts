@@ -119,6 +119,11 @@ const EXACT = [
   'llama_4l_cls_bf16_adamw',
   'qwen3_4l_cls_amp_bf16_ckpt',
   'lora_qwen3_4l_cls_bf16_qv_adamw',
+  'gemma2_4l_cls_bf16_adamw',
+  'lora_gemma3_6l_cls_bf16_qv',
+  'phi3_4l_cls_amp_bf16_ckpt',
+  'olmo2_4l_cls_bf16_adamw',
+  'smollm3_4l_cls_bf16_adamw',
   // RoBERTa and XLM-RoBERTa: position ids counted from the padding token, their heads (XLM-RoBERTa's moved first)
   'roberta_base_amp_bf16_adamw',
   'roberta_base_cls_bf16_adamw',
@@ -148,6 +153,10 @@ const NEAR: Record<string, { allocated: number; reserved: number }> = {
   // the same requests in the same order (test/engine/models/roberta.test.ts); a block's rounded size where it lands
   // leaves allocated 512 KiB under (0.006%); reserved exact
   xlm_roberta_base_fp32_ckpt_sgdm: { allocated: 0.0001, reserved: 0 },
+  // a Mixtral classifier built on the CPU: the same requests in the same order, allocated exact; the driver placed its
+  // segments where the host's mappings let it (test/engine/models/decoder-classifier.test.ts: with its own segment
+  // addresses the replay reserves what PyTorch did); memplan +6.9%
+  lora_mixtral_4l_cls_bf16_qv: { allocated: 0, reserved: 0.07 },
 };
 
 /**
