@@ -3,7 +3,7 @@
  * renderer has its own strings (en, zh-CN) keyed by the same ids (engine/result/advice.ts lists them and their
  * parameters); this is the CLI's.
  */
-import { LORA_MODEL_TYPES, formatSize, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
+import { LORA_MODEL_TYPES, formatSize, loraConfigCode, type AdviceItem, type AdviceOf, type NotApplicable, type Note, type Recommendation } from '../engine/index.ts';
 
 /**
  * A whole number with commas between groups of three digits ("1,557,611,200"), as `toLocaleString('en-US')`
@@ -39,7 +39,7 @@ export function adviceChange(a: AdviceItem, goal: 'memory' | 'batch' = 'memory')
     case 'sdpa':
       return 'use scaled_dot_product_attention (attention "sdpa")';
     case 'lora':
-      return `fine-tune LoRA adapters instead of the whole model: LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}]), PEFT's defaults (where PEFT has none: q_proj and v_proj; for phi3, its fused qkv_proj) (training.lora in the plan)`;
+      return `fine-tune LoRA adapters instead of the whole model: ${loraConfigCode(a)}, PEFT's defaults (where PEFT has none: q_proj and v_proj; for phi3, its fused qkv_proj) (training.lora in the plan)`;
   }
 }
 

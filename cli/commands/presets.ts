@@ -21,8 +21,11 @@ function run(args: string[]): void {
     process.stdout.write(JSON.stringify(list) + '\n');
     return;
   }
-  const lines = rows.map((r) => `${r.id.padEnd(16)} ${r.family.padEnd(8)} ${r.parameters.padStart(6)}  ${r.source}`);
-  process.stdout.write([`${'id'.padEnd(16)} ${'family'.padEnd(8)} ${'params'.padStart(6)}  source`, ...lines].join('\n') + '\n');
+  // columns as wide as their longest entry
+  const idWidth = Math.max('id'.length, ...rows.map((r) => r.id.length));
+  const familyWidth = Math.max('family'.length, ...rows.map((r) => r.family.length));
+  const lines = rows.map((r) => `${r.id.padEnd(idWidth)} ${r.family.padEnd(familyWidth)} ${r.parameters.padStart(6)}  ${r.source}`);
+  process.stdout.write([`${'id'.padEnd(idWidth)} ${'family'.padEnd(familyWidth)} ${'params'.padStart(6)}  source`, ...lines].join('\n') + '\n');
 }
 
 export const presetsCommand = { summary: 'list the model presets', usage, run };

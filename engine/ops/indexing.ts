@@ -1,6 +1,7 @@
 /**
  * Indexing, selection and masking ops as a mixture of experts uses them (transformers 5.17 MixtralTopKRouter and
- * integrations/moe.py `grouped_mm_experts_forward`), each with its derivatives.yaml backward. Every allocation
+ * integrations/moe.py `grouped_mm_experts_forward`) and a decoder classifier's last-token logits (`index_put_`
+ * with two index tensors), each with its derivatives.yaml backward. Every allocation
  * below was matched against H100 recordings (test/fixtures/calibration/mixtral_4l_*, and a boundary trial at
  * 20,480 rows).
  */

@@ -35,7 +35,13 @@ export const ADVICE_PARAMS = {
    * no dropout) on the model type's default `target_modules` (engine/models/peft/lora.ts, `peftDefaultTargets`).
    * A different fine-tune, not a memory setting: advised only when the plan does not fit.
    */
-  lora: { r: positiveCount, alpha: z.number().positive(), target_modules: z.array(z.string()) },
+  lora: {
+    r: positiveCount,
+    alpha: z.number().positive(),
+    target_modules: z.array(z.string()),
+    /** PEFT's `task_type` for the model's head: SEQ_CLS keeps a classifier trainable (`modules_to_save`); null for a masked LM. */
+    task_type: z.enum(['CAUSAL_LM', 'SEQ_CLS']).nullable().default(null),
+  },
 } as const;
 
 export type AdviceId = keyof typeof ADVICE_PARAMS;

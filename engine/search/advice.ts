@@ -17,6 +17,7 @@ import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
+import { resolveHfConfig } from '../models/hf/config.ts';
 import { PRESETS } from '../models/presets.ts';
 import { bytesPerSample, findMaxBatch, fitsBySearch, largestBatch, type SearchStart } from './max-batch.ts';
 
@@ -91,18 +92,32 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
 }
 
 /** The Hugging Face `model_type` of a plan's model (pasted config.json or preset); null for layer lists and torchvision. */
-function hfModelType(plan: Plan): string | null {
+function hfConfigOf(plan: Plan): Record<string, unknown> | null {
   const m = plan.model;
-  const config = 'hf_config' in m ? m.hf_config : 'preset' in m && PRESETS[m.preset]?.kind === 'hf' ? (PRESETS[m.preset] as { config: Record<string, unknown> }).config : null;
+  return 'hf_config' in m ? m.hf_config : 'preset' in m && PRESETS[m.preset]?.kind === 'hf' ? (PRESETS[m.preset] as { config: Record<string, unknown> }).config : null;
+}
+
+function hfModelType(plan: Plan): string | null {
+  const config = hfConfigOf(plan);
   return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
+}
+
+/** PEFT's task type for the plan's head: SEQ_CLS for a sequence classifier, CAUSAL_LM for a language model, none for a masked LM. */
+function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | null {
+  const config = hfConfigOf(plan);
+  if (!config) return null;
+  const cfg = resolveHfConfig(config);
+  if (cfg.family !== 'gpt2' && cfg.head.kind === 'sequence_classification') return 'SEQ_CLS';
+  return cfg.family === 'bert' ? null : 'CAUSAL_LM';
 }
 
 /**
  * Note [LoRA advice]: LoRA changes what is trained (the base frozen, only adapters learn), so unlike the other
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
  * batch, under the `batch` goal), with LoraConfig's defaults on the model type's default targets, which is what
- * `get_peft_model(model, LoraConfig(task_type="CAUSAL_LM"))` builds (where PEFT has no default: q_proj and v_proj,
- * phi3's fused qkv_proj). `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
+ * `get_peft_model(model, LoraConfig(task_type=...))` builds (where PEFT has no default: q_proj and v_proj, phi3's fused
+ * qkv_proj): CAUSAL_LM for a language model, SEQ_CLS for a sequence classifier (its classifier then trains as
+ * `modules_to_save`), none for a masked LM. `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
  * model with no default targets here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {
@@ -116,7 +131,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };
   const lora = { ...PEFT_LORA_DEFAULTS, target_modules: targets, quantization: 'none' as const };
-  return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets }, plan: withTraining(plan, { lora }) } };
+  return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets, task_type: peftTaskType(plan) }, plan: withTraining(plan, { lora }) } };
 }
 
 export interface AdviceOptions {

@@ -3,7 +3,7 @@
  * first step, and the temporaries of each implementation.
  * - SGD: no state; foreach and fused update in place.
  * - SGD with momentum: a momentum buffer per parameter on the first step (`clone(grad)` for foreach and the
- *   for-loop, `empty_like` for fused), in parameter order.
+ *   for-loop, `empty_like` for fused), in parameter order (foreach: dtype group by group, `dtypeGroups`).
  * - Adam/AdamW: per parameter `exp_avg` and `exp_avg_sq` (`zeros_like`); fused keeps `step` on the GPU too (a
  *   0-dim fp32 tensor first). foreach makes `_foreach_sqrt(exp_avg_sqs)`: a temporary as large as all
  *   parameters of one dtype group at once, group after group (`dtypeGroups`). The for-loop makes `exp_avg_sq.sqrt() / bias_correction2_sqrt` per

@@ -242,7 +242,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       const order = model.optimizerOrder;
       const byName = new Map(params.map((p) => [p.name, p]));
       // the order names frozen parameters too (named_parameters()): they are not the optimizer's
-      optimizer = new Optimizer(cuda, order ? order.flatMap((n) => byName.get(n) ?? []) : params, t.optimizer, t.optimizer_impl);
+      const trained = order ? order.filter((n) => byName.has(n)) : null;
+      if (trained && trained.length !== params.length) throw new Error(`the optimizer order lists ${trained.length} of the ${params.length} parameters that train`);
+      optimizer = new Optimizer(cuda, trained ? trained.map((n) => byName.get(n)!) : params, t.optimizer, t.optimizer_impl);
     }
     let inputs: Tensor[] = [];
     let loss: Tensor | null = null;

@@ -579,13 +579,16 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
     config_class = CONFIG_MAPPING[model_type]
     config = config_class.from_dict(_json_numbers_as_declared(config_class, config_dict))
     max_positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(max_positions, int) and model_type in ("roberta", "xlm-roberta"):
+        # RoBERTa's position ids start after its padding token
+        max_positions -= (config.pad_token_id if config.pad_token_id is not None else 1) + 1
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")
     architectures = config_dict.get("architectures") or []
-    # The head: the first architecture's, as memplan reads it (a sequence classifier, a masked LM for BERT, else a
-    # causal LM)
+    # The head: the first architecture's, as memplan reads it (a sequence classifier, a masked LM for the encoders,
+    # else a causal LM)
     classifier = bool(architectures) and architectures[0].endswith("ForSequenceClassification")
-    masked_lm = not classifier and (model_type == "bert" or any(name.endswith("ForMaskedLM") for name in architectures))
+    masked_lm = not classifier and (model_type in ("bert", "roberta", "xlm-roberta") or any(name.endswith("ForMaskedLM") for name in architectures))
     auto_class = (transformers.AutoModelForSequenceClassification if classifier
                   else transformers.AutoModelForMaskedLM if masked_lm else transformers.AutoModelForCausalLM)
     dtype_keyword = _dtype_keyword(transformers.__version__)

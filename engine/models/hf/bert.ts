@@ -1,11 +1,14 @@
 /**
- * `BertForMaskedLM` (transformers 5.x modeling_bert.py) trained as `model(input_ids=ids, labels=ids).loss`.
- * Parameters in `Module._apply` order: embeddings (word, position, token type, LayerNorm) and their buffers
- * position_ids and token_type_ids (int64 [1, max_positions]); per layer query, key, value, attention.output.dense,
- * attention.output.LayerNorm, intermediate.dense, output.dense, output.LayerNorm; the head's transform dense and
- * LayerNorm, then the decoder's bias (the head's `bias`, moved on its first visit); the decoder weight is the word
- * embedding (tied). No pooler. No mask is built without an attention mask; the loss is `CrossEntropyLoss()` on
- * the logits as they are (no fp32 upcast).
+ * BERT's encoder with its heads (transformers 5.x modeling_bert.py): `BertForMaskedLM` trained as
+ * `model(input_ids=ids, labels=ids).loss`, or `BertForSequenceClassification` (the pooler, dropout, the
+ * classifier) as `model(input_ids=ids, labels=labels).loss` on one class id per sequence; and RoBERTa and
+ * XLM-RoBERTa (modeling_roberta.py, modeling_xlm_roberta.py: their embeddings and heads, below).
+ * BertForMaskedLM's parameters in `Module._apply` order: embeddings (word, position, token type, LayerNorm) and
+ * their buffers position_ids and token_type_ids (int64 [1, max_positions]); per layer query, key, value,
+ * attention.output.dense, attention.output.LayerNorm, intermediate.dense, output.dense, output.LayerNorm; the
+ * head's transform dense and LayerNorm, then the decoder's bias (the head's `bias`, moved on its first visit); the
+ * decoder weight is the word embedding (tied). No pooler. No mask is built without an attention mask; the loss is
+ * `CrossEntropyLoss()` on the logits as they are (no fp32 upcast).
  * LoRA: every `nn.Linear` of the encoder and of the head's transform can be a target (PEFT's default for bert:
  * `query` and `value`), as models/peft/lora.ts runs it; the decoder, tied to the word embedding, is not adapted
  * here. With checkpointing, `enable_input_require_grads` hooks the word embedding's output.

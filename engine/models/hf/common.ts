@@ -9,7 +9,10 @@ import { activation as pointwiseActivation } from '../../ops/pointwise.ts';
 import { addScalar, addTensors, mul, mulScalar, powScalar, tanh, toDType } from '../../ops/elementwise.ts';
 import { copy } from '../../ops/matmul.ts';
 import type { Runtime } from '../../ops/runtime.ts';
+import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
+import type { ParameterSpec } from '../model.ts';
+import { linear } from '../../ops/linear.ts';
 import type { HfActivation } from './config.ts';
 
 /**
@@ -82,6 +85,35 @@ export function tokenInputs(rt: Runtime, batch: number, seqLen: number): Tensor[
 /** A sequence classifier's micro-batch: the ids, then one class id per sequence (`torch.randint(num_labels, (B,))`). */
 export function classifiedInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
   return [...tokenInputs(rt, batch, seqLen), rt.cuda.empty([batch], 'int64', 'labels', 'input')];
+}
+
+/**
+ * A decoder classifier's `score` (nn.Linear, no bias) and, under LoRA, PEFT's SEQ_CLS `modules_to_save` copy of it
+ * (the model's dtype, after the frozen original, which keeps its name as `training.freeze` patterns see it): the
+ * parameters, and the weight the forward reads.
+ */
+export function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean): { params: ParameterSpec[]; weight: string } {
+  const params: ParameterSpec[] = [{ name: 'score.weight', shape: [numLabels, hidden], dtype }];
+  if (lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [numLabels, hidden], dtype, savedModule: true });
+  return { params, weight: lora ? 'score.modules_to_save.default.weight' : 'score.weight' };
+}
+
+/**
+ * GenericForSequenceClassification's tail, from the model's final hidden states (which it consumes): `score` on every
+ * position, the last token's logits and the loss (`lastTokenClassificationLoss`); then its frame's return
+ * (hidden_states, logits, the locals) and the output object once `.loss` is read (pooled_logits, then
+ * past_key_values: `cache`).
+ */
+export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, labels: Tensor, cache: Tensor[]): Tensor {
+  const { cuda } = rt;
+  const logits = linear(rt, hidden, scoreWeight, null, 'score');
+  const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels);
+  cuda.release(hidden);
+  cuda.release(logits);
+  for (const x of locals) cuda.release(x);
+  cuda.release(pooled);
+  for (const x of cache.splice(0)) cuda.release(x);
+  return loss;
 }
 
 /**

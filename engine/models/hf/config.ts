@@ -223,7 +223,10 @@ function attentionShape(raw: Record<string, unknown>, hiddenDefault: number, hea
   return { hidden, heads, kvHeads, headDim };
 }
 
-/** The head the plan trains: causal LM for decoders, masked LM for BERT; `architectures` must agree. */
+/**
+ * The heads memplan trains for a model type: causal LM for decoders, masked LM for the encoders, a sequence
+ * classifier for either; `architectures`, when given, must name one of them (its first class picks the head).
+ */
 function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
   const archs = read(raw, 'architectures');
   if (archs === undefined || archs === null) return;
@@ -255,7 +258,7 @@ function classLabels(raw: Record<string, unknown>): number {
   if (problem !== undefined && problem !== null && problem !== 'single_label_classification') {
     throw new InputError(`${WHERE}.problem_type`, `${JSON.stringify(problem)} is not simulated yet; memplan trains "single_label_classification" (one class id per sequence, CrossEntropyLoss)`);
   }
-  if (numLabels === 1) throw new InputError(`${WHERE}.num_labels`, 'one label makes the problem a regression (MSELoss on float labels), not simulated yet; give at least 2 classes');
+  if (numLabels === 1) throw new InputError(`${WHERE}.${read(raw, 'num_labels') == null ? 'id2label' : 'num_labels'}`, 'one label makes the problem a regression (MSELoss on float labels), not simulated yet; give at least 2 classes');
   return numLabels;
 }
 

@@ -17,7 +17,6 @@
  * lm_head; the final logit soft-capping; ForCausalLMLoss. Both scale the embedding inside the embedding module.
  */
 import { embedding } from '../../ops/embedding.ts';
-import { linear } from '../../ops/linear.ts';
 import { addScalar, addTensors, meanLastDim, mul, mulScalar, powScalar, rsqrt, tanh, toDType } from '../../ops/elementwise.ts';
 import { divScalar } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
@@ -27,7 +26,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, hfActivation, lastTokenClassificationLoss, positionIds, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, positionIds, scoreParameters, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { applyRotary, rotaryCosSin } from './rotary.ts';
@@ -69,13 +68,10 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     p(`model.rotary_emb.${kind ? `${kind}_` : ''}original_inv_freq`, [hd / 2], 'float32', true);
   }
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
-  if (classifier) {
-    // `score` (no bias); under LoRA, PEFT's SEQ_CLS task keeps it trainable as `modules_to_save` (llama.ts)
-    p('score.weight', [classifier.numLabels, cfg.hidden]);
-    if (tuning.lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [classifier.numLabels, cfg.hidden], dtype, savedModule: true });
-  } else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const score = classifier ? scoreParameters(classifier.numLabels, cfg.hidden, dtype, tuning.lora !== null) : null;
+  if (score) params.push(...score.params);
+  else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
-  const scoreWeight = tuning.lora ? 'score.modules_to_save.default.weight' : 'score.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const proj = linearModules(weights, tuning.lora);
@@ -299,17 +295,8 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
         cuda.release(cos);
       }
       for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
-      if (classifier) {
-        // GenericForSequenceClassification (llama.ts): the score on every position, each sequence's last token's
-        const scores = linear(rt, hidden, w(scoreWeight), null, 'score');
-        const { loss, pooled, locals } = lastTokenClassificationLoss(rt, scores, labels!);
-        cuda.release(hidden);
-        cuda.release(scores);
-        for (const x of locals) cuda.release(x);
-        cuda.release(pooled);
-        for (const x of cache.splice(0)) cuda.release(x);
-        return loss;
-      }
+      // a classifier has no final soft-capping: that is Gemma's causal LM's
+      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, cache);
       let logits = proj(rt, hidden, lmHead);
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`

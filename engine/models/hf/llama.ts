@@ -17,7 +17,6 @@
  */
 import { InputError } from '../../errors.ts';
 import { embedding } from '../../ops/embedding.ts';
-import { linear } from '../../ops/linear.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
 import { applyRotary, rotaryCosSin, sliceView } from './rotary.ts';
 import { dropout } from '../../ops/pointwise.ts';
@@ -27,7 +26,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, hfActivation, lastTokenClassificationLoss, positionIds, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, positionIds, scoreParameters, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -86,14 +85,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   params.push({ name: 'model.rotary_emb.inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
-  if (classifier) {
-    // `score` (no bias); under LoRA, PEFT's SEQ_CLS task keeps it trainable as `modules_to_save`: the original
-    // frozen (named as before PEFT wrapped it), then its copy (the model's dtype), which trains
-    p('score.weight', [classifier.numLabels, cfg.hidden]);
-    if (tuning.lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [classifier.numLabels, cfg.hidden], dtype, savedModule: true });
-  } else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  const score = classifier ? scoreParameters(classifier.numLabels, cfg.hidden, dtype, tuning.lora !== null) : null;
+  if (score) params.push(...score.params);
+  else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
-  const scoreWeight = tuning.lora ? 'score.modules_to_save.default.weight' : 'score.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const wOrNull = (name: string) => weights.get(name) ?? null;
@@ -422,19 +417,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       hidden = normed;
       // LlamaModel.forward returns: its locals die
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
-      if (classifier) {
-        // GenericForSequenceClassification: the score on every position, then each sequence's last token's
-        const logits = linear(rt, hidden, w(scoreWeight), null, 'score');
-        const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels!);
-        // its return: hidden_states, logits, then the locals; the output object once `.loss` is read: its
-        // pooled_logits, then past_key_values (the cache)
-        cuda.release(hidden);
-        cuda.release(logits);
-        for (const x of locals) cuda.release(x);
-        cuda.release(pooled);
-        for (const x of cache.splice(0)) cuda.release(x);
-        return loss;
-      }
+      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, cache);
       const logits = proj(rt, hidden, lmHead);
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);

@@ -64,6 +64,12 @@ export function peftDefaultTargets(modelType: string): string[] | null {
   return null;
 }
 
+/** The `LoraConfig(...)` a LoRA advice stands for, as Python (PEFT's keywords; `task_type` when the head needs one). */
+export function loraConfigCode(a: { r: number; alpha: number; target_modules: readonly string[]; task_type: string | null }): string {
+  const targets = a.target_modules.map((t) => `"${t}"`).join(', ');
+  return `LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${targets}]${a.task_type ? `, task_type="${a.task_type}"` : ''})`;
+}
+
 /**
  * The target names that no module of the model matched while others did (PEFT raises only when none matches, so
  * a typo among several names adapts fewer modules without a word): the names, in the plan's order.

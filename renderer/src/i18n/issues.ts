@@ -119,7 +119,7 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [exactly('bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model'), () => '暂不支持模拟双向注意力的 Gemma 3（EmbeddingGemma）：memplan 训练的是因果语言模型'],
   [/^must be a list of class names$/, () => '必须是类名的列表'],
   [/^(".*") is not simulated yet; memplan trains (.+) for this model_type$/, (name, classes) => `暂不支持模拟 ${name}；对于此 model_type，memplan 训练的是 ${orNames(classes)}`],
-  [/^(".*") is not simulated yet; memplan trains "single_label_classification" \(one class id per sequence, CrossEntropyLoss\)$/,
+  [/^(.+) is not simulated yet; memplan trains "single_label_classification" \(one class id per sequence, CrossEntropyLoss\)$/,
     (problem) => `暂不支持模拟 ${problem}；memplan 训练的是 "single_label_classification"（每个序列一个类别 id，CrossEntropyLoss）`],
   [exactly('names no class: a classifier needs at least 2'), () => '没有列出任何类别：分类器至少需要 2 个类别'],
   [new RegExp(`^must be a token id \\(a non-negative integer\\)${GOT}`), (g) => `必须是 token id（非负整数）${got(g)}`],

@@ -7,7 +7,7 @@ import type { Locale } from '../i18n/types.ts';
 import { results, type ResultMessages } from '../i18n/results.ts';
 import type { Category } from '../charts/categories.ts';
 import { formatBytes, formatCount } from '../charts/units.ts';
-import { LORA_MODEL_TYPES } from '../../../engine/index.ts';
+import { LORA_MODEL_TYPES, loraConfigCode } from '../../../engine/index.ts';
 import { catalogues } from '../i18n/index.ts';
 import { localizeEngineMessage } from '../i18n/issues.ts';
 
@@ -91,7 +91,7 @@ export function adviceWords(m: M, a: AdviceItem, locale: Locale): AdviceWords {
       return {
         title: m.rAdviceLora,
         detail: m.rAdviceLoraDetail(n(a.r), n(a.alpha), a.target_modules.join(', ')),
-        code: `LoraConfig(r=${a.r}, lora_alpha=${a.alpha}, target_modules=[${a.target_modules.map((t) => `"${t}"`).join(', ')}])`,
+        code: loraConfigCode(a),
         cost: m.rAdviceLoraCost,
       };
   }

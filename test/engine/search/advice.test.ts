@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, parsePlan, planVariants, simulate, type Plan, type VariantOptions } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, loraConfigCode, parsePlan, planVariants, simulate, type Plan, type VariantOptions } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -189,5 +189,20 @@ describe('bf16 weights advice', () => {
       training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', lora: { r: 8, alpha: 16, target_modules: ['q_proj', 'v_proj'] } },
     });
     expect(params(lora)).toEqual({ lora: true, hugging_face: true });
+  });
+});
+
+describe('LoRA advice for a sequence classifier', () => {
+  it('says task_type="SEQ_CLS" (the classifier then trains, as in the simulated variant); CAUSAL_LM for a language model, none for a masked LM', () => {
+    const tiny = { hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 32000, pad_token_id: 0 };
+    const advised = (hf: Record<string, unknown>) => {
+      const p = parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 64, seq_len: 512, precision: 'fp32', optimizer: 'adamw' }, gpu: { memory_limit_bytes: 2 ** 30 } });
+      return advise(p, { device: planGpu(p) }).advice.find((a) => a.id === 'lora');
+    };
+    const classifier = advised({ model_type: 'llama', architectures: ['LlamaForSequenceClassification'], ...tiny });
+    expect(classifier).toMatchObject({ task_type: 'SEQ_CLS' });
+    expect(loraConfigCode(classifier as never)).toBe('LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="SEQ_CLS")');
+    expect(advised({ model_type: 'llama', ...tiny })).toMatchObject({ task_type: 'CAUSAL_LM' });
+    expect(advised({ model_type: 'bert', hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512 })).toMatchObject({ task_type: null, target_modules: ['query', 'value'] });
   });
 });
