@@ -197,6 +197,22 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     return pooled;
   }
 
+  /**
+   * The embeddings' common end, BERT's and RoBERTa's alike: `embeddings + position_embeddings(position_ids)` (the
+   * sum before it dying), LayerNorm, dropout.
+   */
+  function positionNormDropout(rt: Runtime, sum1: Tensor, positions: Tensor): { embedded: Tensor; positionEmbeds: Tensor } {
+    const { cuda } = rt;
+    const positionEmbeds = embedding(rt, w(`${base}.embeddings.position_embeddings.weight`), positions, `${base}.embeddings.position_embeddings`);
+    const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
+    cuda.release(sum1);
+    const normed = layerNorm(rt, sum2, w(`${base}.embeddings.LayerNorm.weight`), w(`${base}.embeddings.LayerNorm.bias`), `${base}.embeddings.LayerNorm`);
+    cuda.release(sum2);
+    const embedded = dropout(rt, normed, cfg.hiddenDropout, `${base}.embeddings.dropout`);
+    cuda.release(normed);
+    return { embedded, positionEmbeds };
+  }
+
   /** BertEmbeddings.forward: word, token type and position embeddings summed, LayerNorm, dropout. */
   function bertEmbeddings(rt: Runtime, ids: Tensor): Tensor {
     const { cuda } = rt;
@@ -212,13 +228,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     cuda.release(flatTypes);
     const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
     const positions = cuda.view(w(`${base}.embeddings.position_ids`), [1, t]);
-    const positionEmbeds = embedding(rt, w(`${base}.embeddings.position_embeddings.weight`), positions, `${base}.embeddings.position_embeddings`);
-    const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
-    cuda.release(sum1);
-    const normed = layerNorm(rt, sum2, w(`${base}.embeddings.LayerNorm.weight`), w(`${base}.embeddings.LayerNorm.bias`), `${base}.embeddings.LayerNorm`);
-    cuda.release(sum2);
-    const embedded = dropout(rt, normed, cfg.hiddenDropout, `${base}.embeddings.dropout`);
-    cuda.release(normed);
+    const { embedded, positionEmbeds } = positionNormDropout(rt, sum1, positions);
     // BertEmbeddings.forward returns: its locals die
     for (const x of [positionEmbeds, positions, typeEmbeds, inputsEmbeds, tokenTypesExpanded, tokenTypes]) cuda.release(x);
     return embedded;
@@ -256,13 +266,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     inputsRequireGrad?.hook(rt, inputsEmbeds);
     const typeEmbeds = embedding(rt, w(`${base}.embeddings.token_type_embeddings.weight`), tokenTypes, `${base}.embeddings.token_type_embeddings`);
     const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
-    const positionEmbeds = embedding(rt, w(`${base}.embeddings.position_embeddings.weight`), positions, `${base}.embeddings.position_embeddings`);
-    const sum2 = addTensors(rt, sum1, positionEmbeds, 'embeddings + position_embeddings');
-    cuda.release(sum1);
-    const normed = layerNorm(rt, sum2, w(`${base}.embeddings.LayerNorm.weight`), w(`${base}.embeddings.LayerNorm.bias`), `${base}.embeddings.LayerNorm`);
-    cuda.release(sum2);
-    const embedded = dropout(rt, normed, cfg.hiddenDropout, `${base}.embeddings.dropout`);
-    cuda.release(normed);
+    const { embedded, positionEmbeds } = positionNormDropout(rt, sum1, positions);
     // RobertaEmbeddings.forward returns: its locals die
     for (const y of [positionEmbeds, typeEmbeds, inputsEmbeds, tokenTypes, positions]) cuda.release(y);
     return embedded;

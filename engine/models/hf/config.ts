@@ -268,6 +268,14 @@ function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: num
   return { kind: 'sequence_classification', numLabels, dropout: prob(raw, 'classifier_dropout', hiddenDropout) };
 }
 
+/** `pad_token_id`: a token id, or `fallback` when the config gives none. */
+function padTokenId(raw: Record<string, unknown>, fallback: number | null): number | null {
+  const pad = read(raw, 'pad_token_id');
+  if (pad === undefined || pad === null) return fallback;
+  if (typeof pad !== 'number' || !Number.isInteger(pad) || pad < 0) throw new InputError(`${WHERE}.pad_token_id`, `must be a token id (a non-negative integer), got ${JSON.stringify(pad)}`);
+  return pad;
+}
+
 /**
  * The head of a decoder (`GenericForSequenceClassification`, modeling_layers.py): a causal LM, or when
  * `architectures` names `<Model>ForSequenceClassification`, the `score` layer on every position and the logits
@@ -277,12 +285,50 @@ function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: num
 function decoderHead(raw: Record<string, unknown>, classifier: string): LlamaConfig['head'] {
   if (firstArchitecture(raw) !== classifier) return { kind: 'causal_lm' };
   const numLabels = classLabels(raw);
-  const pad = read(raw, 'pad_token_id');
-  if (pad === undefined || pad === null) {
+  if (padTokenId(raw, null) === null) {
     throw new InputError(`${WHERE}.pad_token_id`, `${classifier} finds each sequence's last token by its padding token and transformers raises "Cannot handle batch sizes > 1 if no padding token is defined." without one: set pad_token_id (the Trainer recipes set model.config.pad_token_id to the tokenizer's)`);
   }
-  if (typeof pad !== 'number' || !Number.isInteger(pad) || pad < 0) throw new InputError(`${WHERE}.pad_token_id`, `must be a token id (a non-negative integer), got ${JSON.stringify(pad)}`);
   return { kind: 'sequence_classification', numLabels };
+}
+
+/**
+ * BERT, RoBERTa and XLM-RoBERTa (configuration_bert.py, configuration_roberta.py, configuration_xlm_roberta.py,
+ * transformers 5.17): one encoder's configuration. RoBERTa's defaults are BERT's but the padding token (1) and
+ * the vocabulary; the published checkpoints have 514 positions and one token type, and its position ids start
+ * after the padding token.
+ */
+function resolveEncoder(raw: Record<string, unknown>, modelType: BertConfig['modelType']): BertConfig {
+  const model = { bert: 'Bert', roberta: 'Roberta', 'xlm-roberta': 'XLMRoberta' }[modelType];
+  const classifier = `${model}ForSequenceClassification`;
+  checkArchitectures(raw, modelType === 'bert' ? ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', classifier] : [`${model}ForMaskedLM`, `${model}Model`, classifier]);
+  const hidden = int(raw, 'hidden_size', 768);
+  const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
+  const heads = int(raw, 'num_attention_heads', 12);
+  if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
+  const maxPositions = int(raw, 'max_position_embeddings', 512);
+  let positionOffset = 0;
+  if (modelType !== 'bert') {
+    const pad = padTokenId(raw, 1)!;
+    if (maxPositions <= pad + 1) throw new InputError(`${WHERE}.max_position_embeddings`, `must be more than pad_token_id + 1 (${pad + 1}): RoBERTa's position ids start there`);
+    positionOffset = pad + 1;
+  }
+  return {
+    family: 'bert',
+    modelType,
+    vocabSize: int(raw, 'vocab_size', modelType === 'roberta' ? 50265 : 30522),
+    hidden,
+    layers: int(raw, 'num_hidden_layers', 12),
+    heads,
+    intermediate: int(raw, 'intermediate_size', 3072),
+    activation: activation(raw, 'hidden_act', 'gelu'),
+    hiddenDropout,
+    attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
+    maxPositions,
+    typeVocabSize: int(raw, 'type_vocab_size', 2),
+    tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
+    head: firstArchitecture(raw) === classifier ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
+    positionOffset,
+  };
 }
 
 /**
@@ -396,62 +442,11 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       // required as a model input when training" for model(input_ids=ids, labels=ids), and the SigLIP vision tower
       // and projector load with it: not the text model. Gemma3ForCausalLM trains the text_config alone.
       throw new InputError(`${WHERE}.model_type`, '"gemma3" is Gemma3ForConditionalGeneration (text and vision), which transformers does not train from input_ids and labels alone (it requires token_type_ids) and which is not simulated: paste its text_config, with "model_type": "gemma3_text", to plan Gemma3ForCausalLM (the text model alone)');
-    case 'bert': {
-      checkArchitectures(raw, ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', 'BertForSequenceClassification']);
-      const hidden = int(raw, 'hidden_size', 768);
-      const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
-      const heads = int(raw, 'num_attention_heads', 12);
-      if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
-      return {
-        family: 'bert',
-        modelType,
-        vocabSize: int(raw, 'vocab_size', 30522),
-        hidden,
-        layers: int(raw, 'num_hidden_layers', 12),
-        heads,
-        intermediate: int(raw, 'intermediate_size', 3072),
-        activation: activation(raw, 'hidden_act', 'gelu'),
-        hiddenDropout,
-        attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
-        maxPositions: int(raw, 'max_position_embeddings', 512),
-        typeVocabSize: int(raw, 'type_vocab_size', 2),
-        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
-        head: firstArchitecture(raw) === 'BertForSequenceClassification' ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
-        positionOffset: 0,
-      };
-    }
+    case 'bert':
+      return resolveEncoder(raw, 'bert');
     case 'roberta':
-    case 'xlm-roberta': {
-      // configuration_roberta.py / configuration_xlm_roberta.py (transformers 5.17): BERT's defaults but the
-      // padding token 1; the published checkpoints have 514 positions and one token type
-      const model = modelType === 'roberta' ? 'Roberta' : 'XLMRoberta';
-      checkArchitectures(raw, [`${model}ForMaskedLM`, `${model}Model`, `${model}ForSequenceClassification`]);
-      const hidden = int(raw, 'hidden_size', 768);
-      const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
-      const heads = int(raw, 'num_attention_heads', 12);
-      if (hidden % heads !== 0) throw new InputError(`${WHERE}.hidden_size`, `must be divisible by num_attention_heads (${heads})`);
-      const pad = read(raw, 'pad_token_id') ?? 1;
-      if (typeof pad !== 'number' || !Number.isInteger(pad) || pad < 0) throw new InputError(`${WHERE}.pad_token_id`, `must be a token id (a non-negative integer), got ${JSON.stringify(pad)}`);
-      const maxPositions = int(raw, 'max_position_embeddings', 512);
-      if (maxPositions <= pad + 1) throw new InputError(`${WHERE}.max_position_embeddings`, `must be more than pad_token_id + 1 (${pad + 1}): RoBERTa's position ids start there`);
-      return {
-        family: 'bert',
-        modelType,
-        vocabSize: int(raw, 'vocab_size', modelType === 'roberta' ? 50265 : 30522),
-        hidden,
-        layers: int(raw, 'num_hidden_layers', 12),
-        heads,
-        intermediate: int(raw, 'intermediate_size', 3072),
-        activation: activation(raw, 'hidden_act', 'gelu'),
-        hiddenDropout,
-        attentionDropout: prob(raw, 'attention_probs_dropout_prob', 0.1),
-        maxPositions,
-        typeVocabSize: int(raw, 'type_vocab_size', 2),
-        tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
-        head: firstArchitecture(raw) === `${model}ForSequenceClassification` ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
-        positionOffset: pad + 1,
-      };
-    }
+    case 'xlm-roberta':
+      return resolveEncoder(raw, modelType);
     default:
       throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
   }

@@ -3,6 +3,7 @@
  * for backward and when each is freed (test/engine/models/*.test.ts).
  */
 import { readFileSync } from 'node:fs';
+import { expect } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
@@ -81,4 +82,35 @@ export function recordedAndSimulated(name: string): { real: string[]; sim: strin
   let end = sim.length;
   while (end > 0 && sim[end - 1]!.startsWith('free')) end--;
   return { real, sim, end };
+}
+
+/** A calibration recording's measurement (test/fixtures/calibration/NAME.json), the fields the model tests read. */
+export interface Recording {
+  plan: { training: Record<string, unknown> } & Record<string, unknown>;
+  model: { parameter_count: number; trainable_parameter_count: number };
+  peak_allocated_bytes: number;
+  peak_reserved_bytes: number;
+}
+
+export function recording(name: string): Recording {
+  return JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as Recording;
+}
+
+/**
+ * A recording's plan simulated against it: the parameter count, the peak allocated within `allocatedError` and the
+ * peak reserved to the byte, and under LoRA what trains as PEFT counts it (the plan's parameters less the base's).
+ */
+export function expectAsRecorded(name: string, allocatedError = 0): void {
+  const m = recording(name);
+  const plan = parsePlan(m.plan);
+  const device = planGpu(plan);
+  const r = simulate(plan, { device, untilSteady: false, timelinePoints: 0 });
+  expect(r.model.parameter_count).toBe(m.model.parameter_count);
+  expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
+  expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
+  const { lora, ...full } = m.plan.training;
+  if (lora) {
+    const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
+    expect(r.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
+  }
 }

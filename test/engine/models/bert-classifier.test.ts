@@ -5,21 +5,13 @@
  * classifier (`modules_to_save`). test/engine/train/calibration.test.ts compares the H100 recordings (bert_*_cls_*,
  * lora_bert_*_cls_*) event by event.
  */
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording } from './allocations.ts';
 
-interface Recording {
-  plan: { model: { hf_config: Record<string, unknown> }; training: Record<string, unknown> } & Record<string, unknown>;
-  model: { parameter_count: number; trainable_parameter_count: number };
-  peak_allocated_bytes: number;
-  peak_reserved_bytes: number;
-}
-const recording = (name: string) => JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as Recording;
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'bert',
   architectures: ['BertForSequenceClassification'],
@@ -35,26 +27,13 @@ const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> =
 
 describe('BERT sequence classifiers recorded on the H100', () => {
   it.each(['bert_base_cls_amp_bf16_adamw', 'bert_large_cls_fp32_ckpt_sgdm', 'lora_bert_base_cls_bf16_qv_adamw', 'lora_bert_base_cls_amp_fp16_all_reentrant'])(
-    "%s: the recording's parameter count, what trains, and both peaks to the byte",
-    (name) => {
-      const m = recording(name);
-      const plan = parsePlan(m.plan);
-      const device = planGpu(plan);
-      const r = simulate(plan, { device, untilSteady: false, timelinePoints: 0 });
-      expect(r.model.parameter_count).toBe(m.model.parameter_count);
-      expect([r.peak_allocated_bytes, r.peak_reserved_bytes]).toEqual([m.peak_allocated_bytes, m.peak_reserved_bytes]);
-      // under LoRA what trains is the adapters and the classifier's copy, as PEFT counts them
-      const { lora, ...full } = m.plan.training;
-      if (lora) {
-        const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
-        expect(r.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
-      }
-    },
+    "%s: the recording's parameter count, what trains under LoRA, and both peaks to the byte",
+    (name) => expectAsRecorded(name),
   );
 
   it('the head is tiny next to the masked LM’s: the same encoder under AMP bf16 peaks gigabytes lower', () => {
     const m = recording('bert_base_cls_amp_bf16_adamw');
-    const { architectures: _a, id2label: _i, label2id: _l, ...mlm } = m.plan.model.hf_config;
+    const { architectures: _a, id2label: _i, label2id: _l, ...mlm } = (m.plan.model as { hf_config: Record<string, unknown> }).hf_config;
     const plan = parsePlan({ ...m.plan, model: { hf_config: mlm } });
     const masked = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
     // batch 32 x 512 tokens: the masked LM's logits over 30,522 tokens (fp32 log-softmax and its gradient) add

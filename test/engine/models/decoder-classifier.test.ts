@@ -11,17 +11,10 @@ import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, requestsOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, requestsOf } from './allocations.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
 
-interface Recording {
-  plan: { training: Record<string, unknown> } & Record<string, unknown>;
-  model: { parameter_count: number; trainable_parameter_count: number };
-  peak_allocated_bytes: number;
-  peak_reserved_bytes: number;
-}
-const recording = (name: string) => JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as Recording;
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'qwen3',
   architectures: ['Qwen3ForSequenceClassification'],
@@ -54,18 +47,7 @@ describe('decoder sequence classifiers recorded on the H100', () => {
     ['olmo2_4l_cls_bf16_adamw', 0],
     ['smollm3_4l_cls_bf16_adamw', 0],
   ])("%s: the recording's parameter count, what trains under LoRA, and its peaks", (name, allocatedError) => {
-    const m = recording(name);
-    const plan = parsePlan(m.plan);
-    const device = planGpu(plan);
-    const r = simulate(plan, { device, untilSteady: false, timelinePoints: 0 });
-    expect(r.model.parameter_count).toBe(m.model.parameter_count);
-    expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
-    expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
-    const { lora, ...full } = m.plan.training;
-    if (lora) {
-      const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
-      expect(r.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
-    }
+    expectAsRecorded(name, allocatedError);
   });
 });
 

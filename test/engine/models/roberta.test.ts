@@ -4,22 +4,14 @@
  * (sequence classifier), XLM-RoBERTa's head registered before `roberta`. test/engine/train/calibration.test.ts
  * compares the H100 recordings (roberta_*, xlm_roberta_*, lora_xlm_roberta_*) event by event.
  */
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { PRESETS } from '../../../engine/models/presets.ts';
-import { allocationsOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording } from './allocations.ts';
 
-interface Recording {
-  plan: { training: Record<string, unknown> } & Record<string, unknown>;
-  model: { parameter_count: number; trainable_parameter_count: number };
-  peak_allocated_bytes: number;
-  peak_reserved_bytes: number;
-}
-const recording = (name: string) => JSON.parse(readFileSync(new URL(`../../fixtures/calibration/${name}.json`, import.meta.url), 'utf8')) as Recording;
 const planOf = (preset: string, training: Record<string, unknown> = {}) =>
   parsePlan({ format: 'memplan.plan', version: 1, model: { preset }, training: { batch_size: 2, seq_len: 16, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });
 
@@ -32,18 +24,7 @@ describe('RoBERTa and XLM-RoBERTa recorded on the H100', () => {
     // leaves the peak allocated 512 KiB under (0.006%); reserved exact
     ['xlm_roberta_base_fp32_ckpt_sgdm', 0.0001],
   ])("%s: the recording's parameter count, what trains under LoRA, and its peaks", (name, allocatedError) => {
-    const m = recording(name);
-    const plan = parsePlan(m.plan);
-    const device = planGpu(plan);
-    const r = simulate(plan, { device, untilSteady: false, timelinePoints: 0 });
-    expect(r.model.parameter_count).toBe(m.model.parameter_count);
-    expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
-    expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
-    const { lora, ...full } = m.plan.training;
-    if (lora) {
-      const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
-      expect(r.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
-    }
+    expectAsRecorded(name, allocatedError);
   });
 
   it('the presets have the recordings’ counts: roberta-base 124,697,433 and xlm-roberta-base 278,295,186 (masked LM)', () => {
