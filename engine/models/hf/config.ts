@@ -517,6 +517,24 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
 }
 
 /**
+ * What the Llama-family variants below (Mixtral, SmolLM3, OLMo 2, Qwen3-MoE) read alike from a config.json, and
+ * Llama's own layer wherever a variant keeps it; each variant's literal sets what differs after it.
+ */
+function llamaFamilyFields(raw: Record<string, unknown>, headDim: number) {
+  return {
+    activation: activation(raw, 'hidden_act', 'silu'),
+    attentionDropout: prob(raw, 'attention_dropout', 0),
+    useCache: bool(raw, 'use_cache', true),
+    qkvBias: false,
+    fusedProjections: false,
+    residDropout: 0,
+    rotaryDim: headDim,
+    noRopeLayers: [] as number[],
+    normAfter: false,
+  };
+}
+
+/**
  * MixtralConfig (transformers 5.x configuration_mixtral.py): Mistral's attention (head_dim hidden_size //
  * num_attention_heads unless given, 8 key-value heads, no window unless `sliding_window` is set) with a sparse
  * mixture of `num_local_experts` experts, `num_experts_per_tok` of them per token, in place of the MLP.
@@ -541,6 +559,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
   const window = read(raw, 'sliding_window');
   const intermediate = int(raw, 'intermediate_size', 14336);
   return {
+    ...llamaFamilyFields(raw, headDim),
     family: 'llama',
     modelType: 'mixtral',
     vocabSize: int(raw, 'vocab_size', 32000),
@@ -551,20 +570,11 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     kvHeads,
     headDim,
     maxPositions: int(raw, 'max_position_embeddings', 4096 * 32),
-    activation: activation(raw, 'hidden_act', 'silu'),
     attentionBias: false,
-    qkvBias: false,
     mlpBias: false,
-    attentionDropout: prob(raw, 'attention_dropout', 0),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
     slidingWindow: window === undefined || window === null ? null : int(raw, 'sliding_window', null),
-    useCache: bool(raw, 'use_cache', true),
     qkNorm: false,
-    fusedProjections: false,
-    residDropout: 0,
-    rotaryDim: headDim,
-    noRopeLayers: [],
-    normAfter: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
     head: decoderHead(raw, 'MixtralForSequenceClassification'),
   };
@@ -603,6 +613,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     }
   }
   return {
+    ...llamaFamilyFields(raw, headDim),
     family: 'llama',
     modelType: 'smollm3',
     vocabSize: int(raw, 'vocab_size', 128256),
@@ -613,20 +624,12 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     kvHeads,
     headDim,
     maxPositions: int(raw, 'max_position_embeddings', 32768),
-    activation: activation(raw, 'hidden_act', 'silu'),
     attentionBias: bool(raw, 'attention_bias', false),
-    qkvBias: false,
     mlpBias: bool(raw, 'mlp_bias', false),
-    attentionDropout: prob(raw, 'attention_dropout', 0),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
     slidingWindow: null,
-    useCache: bool(raw, 'use_cache', true),
     qkNorm: false,
-    fusedProjections: false,
-    residDropout: 0,
-    rotaryDim: headDim,
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
-    normAfter: false,
     moe: null,
     head: decoderHead(raw, 'SmolLM3ForSequenceClassification'),
   };
@@ -640,6 +643,7 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
   checkArchitectures(raw, ['Olmo2ForCausalLM', 'Olmo2ForSequenceClassification']);
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, null, null);
   return {
+    ...llamaFamilyFields(raw, headDim),
     family: 'llama',
     modelType: 'olmo2',
     vocabSize: int(raw, 'vocab_size', 50304),
@@ -650,19 +654,11 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
     kvHeads,
     headDim,
     maxPositions: int(raw, 'max_position_embeddings', 2048),
-    activation: activation(raw, 'hidden_act', 'silu'),
     attentionBias: bool(raw, 'attention_bias', false),
-    qkvBias: false,
     mlpBias: false,
-    attentionDropout: prob(raw, 'attention_dropout', 0),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
     slidingWindow: null,
-    useCache: bool(raw, 'use_cache', true),
     qkNorm: true,
-    fusedProjections: false,
-    residDropout: 0,
-    rotaryDim: headDim,
-    noRopeLayers: [],
     normAfter: true,
     moe: null,
     head: decoderHead(raw, 'Olmo2ForSequenceClassification'),
@@ -715,6 +711,7 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
   // `__post_init__`: sliding_window (4096 by default; null: none) only with use_sliding_window
   const window = bool(raw, 'use_sliding_window', false) && read(raw, 'sliding_window') !== null ? int(raw, 'sliding_window', 4096) : null;
   return {
+    ...llamaFamilyFields(raw, headDim),
     family: 'llama',
     modelType: 'qwen3_moe',
     vocabSize: int(raw, 'vocab_size', 151936),
@@ -725,20 +722,11 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     kvHeads,
     headDim,
     maxPositions: int(raw, 'max_position_embeddings', 32768),
-    activation: activation(raw, 'hidden_act', 'silu'),
     attentionBias: bool(raw, 'attention_bias', false),
-    qkvBias: false,
     mlpBias: false,
-    attentionDropout: prob(raw, 'attention_dropout', 0),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', false),
     slidingWindow: window,
-    useCache: bool(raw, 'use_cache', true),
     qkNorm: true,
-    fusedProjections: false,
-    residDropout: 0,
-    rotaryDim: headDim,
-    noRopeLayers: [],
-    normAfter: false,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
     head: decoderHead(raw, 'Qwen3MoeForSequenceClassification'),
