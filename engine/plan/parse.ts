@@ -8,7 +8,7 @@
 import { parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
-import { resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
+import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
 import { PRESETS } from '../models/presets.ts';
 import type { Issue } from '../result/common.ts';
 import { issueOf, schemaIssues } from './issues.ts';
@@ -49,6 +49,7 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
     const catalog = options.catalog;
     check(() => findGpu(catalog, gpu.name));
   }
+  if (hf) check(() => checkHeadPrecision(hf!, plan.training.precision));
   if (issues.length) return issues;
   // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
   if ('preset' in plan.model) {

@@ -620,12 +620,23 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         fine_tuning = {"peft_version": peft.__version__, "peft_class": type(model).__name__,
                        "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n})}
 
+    # A classifier's labels as a DataCollator gives them for its problem_type (transformers' loss decides it when the
+    # config does not: one label is a regression, class ids are single-label): read before the first loss sets it.
+    num_labels = config.num_labels
+    problem = config.problem_type or ("regression" if num_labels == 1 else "single_label_classification")
+
     def make_inputs(batch: int) -> tuple:
         ids = torch.randint(vocab_size, (batch, seq_len), device="cuda")
-        if classifier:
-            # one class id per sequence (single-label classification)
-            return ids, torch.randint(config.num_labels, (batch,), device="cuda")
-        return (ids,)
+        if not classifier:
+            return (ids,)
+        if problem == "single_label_classification":
+            # one class id per sequence
+            return ids, torch.randint(num_labels, (batch,), device="cuda")
+        if problem == "regression" and num_labels == 1:
+            # one float32 score per sequence
+            return ids, torch.rand(batch, device="cuda")
+        # float32 per label: 0/1 targets (multi-label) or scores (regression)
+        return ids, torch.randint(2, (batch, num_labels), dtype=torch.float32, device="cuda")
 
     def loss(model, ids, labels=None):
         return model(input_ids=ids, labels=ids if labels is None else labels).loss

@@ -24,7 +24,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { classifiedInputs, hfActivation, tokenInputs } from './common.ts';
+import { classificationLoss, classifiedInputs, hfActivation, labelsDescription, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -295,11 +295,11 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   }
 
   return {
-    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
+    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? labelsDescription(classifier) : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     optimizerOrder,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -310,7 +310,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
         // RobertaModel has no pooler; its output holds the hidden states until the classifier's forward returns
         cuda.release(embedded);
         const logits = robertaClassifier(rt, hidden, classifier.dropout);
-        const loss = crossEntropy(rt, logits, labels!);
+        const loss = classificationLoss(rt, logits, labels!, classifier);
         cuda.release(logits);
         cuda.release(hidden);
         return loss;
@@ -320,12 +320,12 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
         // classifier's forward returns
         const pooled = pooler(rt, hidden);
         cuda.release(embedded);
-        // BertForSequenceClassification: dropout, the classifier, CrossEntropyLoss on [B, num_labels]
+        // BertForSequenceClassification: dropout, the classifier, its loss on [B, num_labels]
         const dropped = dropout(rt, pooled, classifier.dropout, 'dropout');
         cuda.release(pooled);
         const logits = linear(rt, dropped, w(`${classifierPath}.weight`), w(`${classifierPath}.bias`), 'classifier');
         cuda.release(dropped);
-        const loss = crossEntropy(rt, logits, labels!);
+        const loss = classificationLoss(rt, logits, labels!, classifier);
         cuda.release(logits);
         cuda.release(hidden);
         return loss;

@@ -4,7 +4,7 @@
  * (`torch.randint(vocab, (B, T))`, used as `input_ids` and `labels`).
  */
 import { indexPutAccumulateScratch } from '../../ops/indexing.ts';
-import { crossEntropy } from '../../ops/loss.ts';
+import { bceWithLogitsLoss, crossEntropy, mseLoss } from '../../ops/loss.ts';
 import { activation as pointwiseActivation } from '../../ops/pointwise.ts';
 import { addScalar, addTensors, mul, mulScalar, powScalar, tanh, toDType } from '../../ops/elementwise.ts';
 import { copy } from '../../ops/matmul.ts';
@@ -13,7 +13,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec } from '../model.ts';
 import { linear } from '../../ops/linear.ts';
-import type { HfActivation } from './config.ts';
+import type { HfActivation, SequenceClassifierHead } from './config.ts';
 
 /**
  * `ACT2FN[name](x)`. gelu/relu/silu and gelu_pytorch_tanh are one kernel each; gelu_new is NewGELUActivation's
@@ -82,9 +82,41 @@ export function tokenInputs(rt: Runtime, batch: number, seqLen: number): Tensor[
   return [rt.cuda.empty([batch, seqLen], 'int64', 'input_ids', 'input')];
 }
 
-/** A sequence classifier's micro-batch: the ids, then one class id per sequence (`torch.randint(num_labels, (B,))`). */
-export function classifiedInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
-  return [...tokenInputs(rt, batch, seqLen), rt.cuda.empty([batch], 'int64', 'labels', 'input')];
+/**
+ * A sequence classifier's micro-batch: the ids, then its labels as a DataCollator gives them: one class id per
+ * sequence (`torch.randint(num_labels, (B,))`), else float32, one per sequence for a regression on one label, else
+ * [B, num_labels].
+ */
+export function classifiedInputs(rt: Runtime, batch: number, seqLen: number, head: SequenceClassifierHead): Tensor[] {
+  const [ids] = tokenInputs(rt, batch, seqLen);
+  const labels = head.problem === 'single_label_classification'
+    ? rt.cuda.empty([batch], 'int64', 'labels', 'input')
+    : rt.cuda.empty(head.problem === 'regression' && head.numLabels === 1 ? [batch] : [batch, head.numLabels], 'float32', 'labels', 'input');
+  return [ids!, labels];
+}
+
+/** A classifier's outputs as a model's description names them: `3 labels`, `1 label, regression`, `6 labels, multi-label`. */
+export function labelsDescription(head: SequenceClassifierHead): string {
+  const labels = `${head.numLabels} label${head.numLabels === 1 ? '' : 's'}`;
+  return head.problem === 'single_label_classification' ? labels : `${labels}, ${head.problem === 'regression' ? 'regression' : 'multi-label'}`;
+}
+
+/**
+ * The sequence-classification loss on logits [B, num_labels] (transformers' ForSequenceClassificationLoss, and
+ * BERT's and RoBERTa's own copies of it): CrossEntropyLoss on class ids; MSELoss, on `logits.squeeze()` and
+ * `labels.squeeze()` (views) for one label; BCEWithLogitsLoss.
+ */
+export function classificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, head: SequenceClassifierHead): Tensor {
+  if (head.problem === 'single_label_classification') return crossEntropy(rt, logits, labels);
+  if (head.problem === 'multi_label_classification') return bceWithLogitsLoss(rt, logits, labels);
+  if (head.numLabels > 1) return mseLoss(rt, logits, labels);
+  const squeezed = (t: Tensor) => t.shape.filter((d) => d !== 1);
+  const input = rt.autograd.view('SqueezeBackward0', logits, squeezed(logits));
+  const target = rt.cuda.view(labels, squeezed(labels));
+  const loss = mseLoss(rt, input, target);
+  rt.cuda.release(target);
+  rt.cuda.release(input);
+  return loss;
 }
 
 /**
@@ -104,10 +136,10 @@ export function scoreParameters(numLabels: number, hidden: number, dtype: DType,
  * (hidden_states, logits, the locals) and the output object once `.loss` is read (pooled_logits, then
  * past_key_values: `cache`).
  */
-export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, labels: Tensor, cache: Tensor[]): Tensor {
+export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, labels: Tensor, head: SequenceClassifierHead, cache: Tensor[]): Tensor {
   const { cuda } = rt;
   const logits = linear(rt, hidden, scoreWeight, null, 'score');
-  const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels);
+  const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels, head);
   cuda.release(hidden);
   cuda.release(logits);
   for (const x of locals) cuda.release(x);
@@ -121,11 +153,11 @@ export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: 
  * [B, T, num_labels] on: each sequence's last token that is not padding, `(arange(T, int32) * (input_ids !=
  * pad_token_id).to(int32)).argmax(-1)`, then `logits[arange(B), last_non_pad_token]` [B, num_labels], whose
  * backward puts the gradient back into a zero tensor of the logits' shape (IndexBackward0, index_put_ with
- * accumulate), and ForSequenceClassificationLoss's single-label CrossEntropyLoss on the labels. Returns the loss,
+ * accumulate), and ForSequenceClassificationLoss on the labels (`classificationLoss`). Returns the loss,
  * the pooled logits (the output object's, dropped once `.loss` is read) and the forward's locals in the order they
  * die when it returns (last_non_pad_token, non_pad_mask, token_indices: first assigned in that order in its source).
  */
-export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels: Tensor): { loss: Tensor; pooled: Tensor; locals: Tensor[] } {
+export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, head: SequenceClassifierHead): { loss: Tensor; pooled: Tensor; locals: Tensor[] } {
   const { cuda, autograd } = rt;
   const [b, t, n] = logits.shape as [number, number, number];
   const notPad = cuda.empty([b, t], 'bool', 'input_ids != pad_token_id', 'temporary');
@@ -145,7 +177,7 @@ export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels:
     return [zeros];
   });
   cuda.release(rows);
-  const loss = crossEntropy(rt, pooled, labels);
+  const loss = classificationLoss(rt, pooled, labels, head);
   return { loss, pooled, locals: [lastNonPad, nonPadMask, tokenIndices] };
 }
 

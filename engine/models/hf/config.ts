@@ -72,7 +72,22 @@ export interface LlamaConfig {
    * What the model trains: the causal LM, or (`architectures` naming `<Model>ForSequenceClassification`) the
    * `score` layer read at each sequence's last token that is not padding (config.ts `decoderHead`).
    */
-  head: { kind: 'causal_lm' } | { kind: 'sequence_classification'; numLabels: number };
+  head: { kind: 'causal_lm' } | SequenceClassifierHead;
+}
+
+/**
+ * What a sequence classifier trains on (`problem_type`, as transformers' sequence-classification loss decides it):
+ * one class id per sequence with CrossEntropyLoss (`single_label_classification`, the default for two classes or
+ * more), a float per label with MSELoss (`regression`, the default for one label), or a 0/1 float per label with
+ * BCEWithLogitsLoss (`multi_label_classification`, which the config must name: transformers picks it from float
+ * labels, and the plan's standard step gives class ids unless the config says otherwise).
+ */
+export type ProblemType = 'single_label_classification' | 'regression' | 'multi_label_classification';
+
+export interface SequenceClassifierHead {
+  kind: 'sequence_classification';
+  numLabels: number;
+  problem: ProblemType;
 }
 
 export interface MoeConfig {
@@ -145,10 +160,9 @@ export interface BertConfig {
   tieWordEmbeddings: boolean;
   /**
    * The head `architectures` names: BertForMaskedLM (also for BertForPreTraining and BertModel configs, and
-   * without `architectures`), or BertForSequenceClassification (single-label: `num_labels` classes, the labels
-   * one class id per sequence).
+   * without `architectures`), or BertForSequenceClassification (`num_labels` outputs, trained as `problem` says).
    */
-  head: { kind: 'masked_lm' } | { kind: 'sequence_classification'; numLabels: number; dropout: number };
+  head: { kind: 'masked_lm' } | (SequenceClassifierHead & { dropout: number });
   /**
    * Positions the table holds before the first token's: RoBERTa counts position ids from `pad_token_id + 1`, so
    * its 514 positions take 512 tokens; 0 for BERT.
@@ -243,29 +257,46 @@ function firstArchitecture(raw: Record<string, unknown>): string | undefined {
 }
 
 /**
- * The classes of a `*ForSequenceClassification` head as PretrainedConfig reads them: `num_labels`, else the
- * length of `id2label`, else 2. Trained on one class id per sequence, the loss is single-label classification
- * (CrossEntropyLoss); regression (one label) and multi-label classification take float labels of other shapes and
- * are not simulated yet.
+ * A `*ForSequenceClassification` head's outputs and loss as PretrainedConfig and the loss read them: `num_labels`,
+ * else the length of `id2label`, else 2; `problem_type` as given (PretrainedConfig allows the three ProblemType
+ * values), else regression for one label and single-label classification for more (the standard step's labels
+ * are class ids: `torch.randint(num_labels, (B,))`).
  */
-function classLabels(raw: Record<string, unknown>): number {
+function classifierHead(raw: Record<string, unknown>): SequenceClassifierHead {
   const id2label = read(raw, 'id2label');
   const labelCount = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
   // measured (transformers 5.17 from_dict): a given num_labels wins (its setter rebuilds id2label)
-  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least 2');
+  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least 1 label');
   const numLabels = int(raw, 'num_labels', labelCount ?? 2);
-  const problem = read(raw, 'problem_type');
-  if (problem !== undefined && problem !== null && problem !== 'single_label_classification') {
-    throw new InputError(`${WHERE}.problem_type`, `${JSON.stringify(problem)} is not simulated yet; memplan trains "single_label_classification" (one class id per sequence, CrossEntropyLoss)`);
+  const given = read(raw, 'problem_type');
+  if (given !== undefined && given !== null && !PROBLEM_TYPES.includes(given as ProblemType)) {
+    throw new InputError(`${WHERE}.problem_type`, `must be one of ${PROBLEM_TYPES.map((p) => `"${p}"`).join(', ')} (or null), got ${JSON.stringify(given)}`);
   }
-  if (numLabels === 1) throw new InputError(`${WHERE}.${read(raw, 'num_labels') == null ? 'id2label' : 'num_labels'}`, 'one label makes the problem a regression (MSELoss on float labels), not simulated yet; give at least 2 classes');
-  return numLabels;
+  const problem = (given as ProblemType | null | undefined) ?? (numLabels === 1 ? 'regression' : 'single_label_classification');
+  if (problem === 'single_label_classification' && numLabels === 1) {
+    throw new InputError(`${WHERE}.problem_type`, 'single-label classification needs at least 2 classes (num_labels is 1: a regression)');
+  }
+  return { kind: 'sequence_classification', numLabels, problem };
 }
 
-/** BertForSequenceClassification's head: its classes, and `classifier_dropout` (else the hidden dropout). */
-function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: number): { kind: 'sequence_classification'; numLabels: number; dropout: number } {
-  const numLabels = classLabels(raw);
-  return { kind: 'sequence_classification', numLabels, dropout: prob(raw, 'classifier_dropout', hiddenDropout) };
+/**
+ * Refuses a regression head on a model that computes in half precision without autocast (`training.precision`
+ * bf16 or fp16): MSELoss's backward (mse_loss_backward's TensorIterator) requires its input, the float32 labels and
+ * the gradient in one dtype and throws `Found dtype Float but expected BFloat16` (Half for float16), as the step
+ * would on the GPU. Under autocast mse_loss runs in float32 (its fp32 list).
+ */
+export function checkHeadPrecision(cfg: HfConfig, precision: string): void {
+  if (cfg.family === 'gpt2' || cfg.head.kind !== 'sequence_classification' || cfg.head.problem !== 'regression') return;
+  if (precision !== 'bf16' && precision !== 'fp16') return;
+  const [dtype, name] = precision === 'bf16' ? ['bfloat16', 'BFloat16'] : ['float16', 'Half'];
+  throw new InputError('training.precision', `a regression head (MSELoss) on a ${dtype} model fails in PyTorch: mse_loss's backward meets the float32 labels and throws "Found dtype Float but expected ${name}"; train in ${precision === 'bf16' ? 'amp_bf16' : 'amp_fp16'} or fp32, or cast the labels to ${dtype} in your own loop`);
+}
+
+const PROBLEM_TYPES: readonly ProblemType[] = ['regression', 'single_label_classification', 'multi_label_classification'];
+
+/** BertForSequenceClassification's head: its labels and loss, and `classifier_dropout` (else the hidden dropout). */
+function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: number): SequenceClassifierHead & { dropout: number } {
+  return { ...classifierHead(raw), dropout: prob(raw, 'classifier_dropout', hiddenDropout) };
 }
 
 /** `pad_token_id`: a token id, or `fallback` when the config gives none. */
@@ -284,11 +315,11 @@ function padTokenId(raw: Record<string, unknown>, fallback: number | null): numb
  */
 function decoderHead(raw: Record<string, unknown>, classifier: string): LlamaConfig['head'] {
   if (firstArchitecture(raw) !== classifier) return { kind: 'causal_lm' };
-  const numLabels = classLabels(raw);
+  const head = classifierHead(raw);
   if (padTokenId(raw, null) === null) {
     throw new InputError(`${WHERE}.pad_token_id`, `${classifier} finds each sequence's last token by its padding token and transformers raises "Cannot handle batch sizes > 1 if no padding token is defined." without one: set pad_token_id (the Trainer recipes set model.config.pad_token_id to the tokenizer's)`);
   }
-  return { kind: 'sequence_classification', numLabels };
+  return head;
 }
 
 /**

@@ -262,7 +262,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, ${cfg.layerTypes.filter((x) => x === 'sliding_attention').length} with a ${cfg.slidingWindow}-token window, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -296,7 +296,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       }
       for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
       // a classifier has no final soft-capping: that is Gemma's causal LM's
-      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, cache);
+      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier!, cache);
       let logits = proj(rt, hidden, lmHead);
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`

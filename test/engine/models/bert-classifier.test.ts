@@ -50,20 +50,58 @@ describe('the head a config.json names', () => {
   };
 
   it('num_labels (transformers 5.17 lets it win, measured), else the length of id2label, else 2; classifier_dropout, else the hidden dropout', () => {
-    expect(head({})).toEqual({ kind: 'sequence_classification', numLabels: 2, dropout: 0.1 });
+    expect(head({})).toEqual({ kind: 'sequence_classification', numLabels: 2, problem: 'single_label_classification', dropout: 0.1 });
     expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' } })).toMatchObject({ numLabels: 3 });
     expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' }, num_labels: 5 })).toMatchObject({ numLabels: 5 });
     expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class/);
-    expect(head({ num_labels: 7, hidden_dropout_prob: 0.2 })).toEqual({ kind: 'sequence_classification', numLabels: 7, dropout: 0.2 });
+    expect(head({ id2label: { 0: 'score' } })).toMatchObject({ numLabels: 1, problem: 'regression' });
+    expect(head({ num_labels: 7, hidden_dropout_prob: 0.2 })).toEqual({ kind: 'sequence_classification', numLabels: 7, problem: 'single_label_classification', dropout: 0.2 });
     expect(head({ classifier_dropout: 0 })).toMatchObject({ dropout: 0 });
     expect(head({ architectures: ['BertForMaskedLM'] })).toEqual({ kind: 'masked_lm' });
     expect(head({ architectures: undefined })).toEqual({ kind: 'masked_lm' });
   });
 
-  it('regression and multi-label classification are refused at their field', () => {
-    expect(() => head({ num_labels: 1 })).toThrow(/^model\.hf_config\.num_labels: one label makes the problem a regression/);
-    expect(() => head({ problem_type: 'multi_label_classification' })).toThrow(/^model\.hf_config\.problem_type: "multi_label_classification" is not simulated yet/);
-    expect(head({ problem_type: 'single_label_classification' })).toMatchObject({ kind: 'sequence_classification' });
+  it('problem_type as given, else regression for one label and single-label classification for more (transformers 5.17 refuses other values)', () => {
+    expect(head({ num_labels: 1 })).toMatchObject({ numLabels: 1, problem: 'regression' });
+    expect(head({ num_labels: 3, problem_type: 'regression' })).toMatchObject({ numLabels: 3, problem: 'regression' });
+    expect(head({ num_labels: 6, problem_type: 'multi_label_classification' })).toMatchObject({ numLabels: 6, problem: 'multi_label_classification' });
+    expect(head({ problem_type: null })).toMatchObject({ problem: 'single_label_classification' });
+    // measured: BertConfig(problem_type="mult") raises StrictDataclassFieldValidationError in transformers 5.17
+    expect(() => head({ problem_type: 'mult' })).toThrow(/^model\.hf_config\.problem_type: must be one of "regression", "single_label_classification", "multi_label_classification" \(or null\), got "mult"/);
+    expect(() => head({ num_labels: 1, problem_type: 'single_label_classification' })).toThrow(/^model\.hf_config\.problem_type: single-label classification needs at least 2 classes/);
+  });
+
+  it('labels as a DataCollator gives them: class ids, a float32 score per sequence, float32 per label', () => {
+    const labels = (extra: Record<string, unknown>) => allocationsOf(planOf(small(extra), { precision: 'fp32' })).find((a) => a.label === 'labels')!.size;
+    expect(labels({})).toBe(4 * 8); // int64 [B]
+    expect(labels({ num_labels: 1 })).toBe(4 * 4); // float32 [B]
+    expect(labels({ num_labels: 3, problem_type: 'regression' })).toBe(4 * 3 * 4); // float32 [B, 3]
+    expect(labels({ num_labels: 6, problem_type: 'multi_label_classification' })).toBe(4 * 6 * 4); // float32 [B, 6]
+  });
+
+  it('MSELoss keeps the elementwise storage under its scalar loss; BCEWithLogitsLoss a new scalar in the labels’ dtype', () => {
+    const mse = allocationsOf(planOf(small({ num_labels: 1 }), { precision: 'amp_bf16' }));
+    // under autocast the squeezed bf16 logits are cast to fp32 (mse_loss is on the fp32 list), then [B] fp32 twice
+    expect(mse.find((a) => a.label === 'mse_loss input (autocast to float32)')!.size).toBe(4 * 4);
+    const loss = mse.find((a) => a.label === 'loss')!;
+    expect(loss.size).toBe(4 * 4);
+    const squared = mse.find((a) => a.label === 'mse_loss squared errors')!;
+    expect(squared.alloc).toBeGreaterThan(loss.alloc);
+    expect(squared.free).toBeLessThan(mse.find((a) => a.label === 'grad of mse_loss')!.alloc);
+    const bce = allocationsOf(planOf(small({ num_labels: 6, problem_type: 'multi_label_classification' })));
+    // bf16 logits against float32 labels: log_sigmoid in bf16, the elementwise loss and its mean in float32
+    expect(bce.find((a) => a.label === 'log_sigmoid(input)')!.size).toBe(4 * 6 * 2);
+    expect(bce.find((a) => a.label === '(1 - target) * input - log_sigmoid(input)')!.size).toBe(4 * 6 * 4);
+    expect(bce.find((a) => a.label === 'loss')!.size).toBe(4);
+    expect(bce.find((a) => a.label === 'grad of binary_cross_entropy_with_logits')!.size).toBe(4 * 6 * 2);
+  });
+
+  it('a regression on a bf16 or fp16 model is refused at training.precision, as PyTorch fails it (measured)', () => {
+    // measured on the H100 (PyTorch 2.11, transformers 5.17): BERT and Llama with num_labels 1, float32 labels
+    expect(() => planOf(small({ num_labels: 1 }), { precision: 'bf16' })).toThrow(/^training\.precision: .*"Found dtype Float but expected BFloat16"; train in amp_bf16 or fp32/);
+    expect(() => planOf(small({ num_labels: 1 }), { precision: 'fp16' })).toThrow(/"Found dtype Float but expected Half"; train in amp_fp16 or fp32/);
+    expect(planOf(small({ num_labels: 1 }), { precision: 'amp_bf16' }).training.precision).toBe('amp_bf16');
+    expect(planOf(small({ num_labels: 6, problem_type: 'multi_label_classification' }), { precision: 'bf16' }).training.precision).toBe('bf16');
   });
 
   it('the classifier’s logits are [B, num_labels]; the pooler’s first-token view gives back a gradient of the whole hidden states', () => {

@@ -78,7 +78,7 @@ describe('the head a decoder config.json names', () => {
   it('<Model>ForSequenceClassification for llama, mistral, qwen2 and qwen3; the classes as for BERT', () => {
     for (const [modelType, model] of [['llama', 'Llama'], ['mistral', 'Mistral'], ['qwen2', 'Qwen2'], ['qwen3', 'Qwen3']] as const) {
       const cfg = resolveHfConfig(small({ model_type: modelType, architectures: [`${model}ForSequenceClassification`], id2label: { 0: 'a', 1: 'b', 2: 'c' } }));
-      expect(cfg.family === 'llama' && cfg.head).toEqual({ kind: 'sequence_classification', numLabels: 3 });
+      expect(cfg.family === 'llama' && cfg.head).toEqual({ kind: 'sequence_classification', numLabels: 3, problem: 'single_label_classification' });
     }
     const causal = resolveHfConfig(small({ architectures: ['Qwen3ForCausalLM'] }));
     expect(causal.family === 'llama' && causal.head).toEqual({ kind: 'causal_lm' });
@@ -102,7 +102,7 @@ describe('the head a decoder config.json names', () => {
     ];
     for (const [modelType, arch] of classifiers) {
       const cfg = resolveHfConfig({ model_type: modelType, architectures: [arch], pad_token_id: 0, num_labels: 4 });
-      expect(cfg.family !== 'gpt2' && cfg.family !== 'bert' && cfg.head, arch).toEqual({ kind: 'sequence_classification', numLabels: 4 });
+      expect(cfg.family !== 'gpt2' && cfg.family !== 'bert' && cfg.head, arch).toEqual({ kind: 'sequence_classification', numLabels: 4, problem: 'single_label_classification' });
     }
   });
 

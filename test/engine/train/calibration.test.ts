@@ -124,6 +124,13 @@ const EXACT = [
   'phi3_4l_cls_amp_bf16_ckpt',
   'olmo2_4l_cls_bf16_adamw',
   'smollm3_4l_cls_bf16_adamw',
+  // regression (MSELoss on logits.squeeze(), float32 labels: the output's storage kept at the elementwise size) and
+  // multi-label classification (BCEWithLogitsLoss, bf16 logits against float32 labels under PEFT)
+  'bert_base_reg_amp_bf16_adamw',
+  'bert_base_ml_fp32_adamw',
+  'llama_4l_reg_amp_bf16_ckpt',
+  'lora_qwen3_4l_ml_bf16_qv',
+  'xlm_roberta_base_reg3_fp32_sgdm',
   // RoBERTa and XLM-RoBERTa: position ids counted from the padding token, their heads (XLM-RoBERTa's moved first)
   'roberta_base_amp_bf16_adamw',
   'roberta_base_cls_bf16_adamw',
