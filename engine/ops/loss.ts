@@ -43,7 +43,7 @@ export function crossEntropy(rt: Runtime, logits: Tensor, target: Tensor): Tenso
   return loss;
 }
 
-/** `mean()` over all of x's elements into `out` (a CUDA reduction: its staging buffer when the launch splits). */
+/** The CUDA reduction of `mean()` over all of x's elements: its staging buffer, when the launch splits, comes and goes. */
 function meanInto(rt: Runtime, x: Tensor, label: string): void {
   rt.cuda.reduction({ numOutputs: 1, inputsPerOutput: x.numel, reduceFastest: true, elementBytes: DTYPE_BYTES[x.dtype], accumulateBytes: DTYPE_BYTES[accType(x.dtype)] }, label);
 }

@@ -49,13 +49,14 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
     const catalog = options.catalog;
     check(() => findGpu(catalog, gpu.name));
   }
-  if (hf) check(() => checkHeadPrecision(hf!, plan.training.precision));
-  if (issues.length) return issues;
-  // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
   if ('preset' in plan.model) {
     const preset = PRESETS[plan.model.preset]!;
     if (preset.kind === 'hf') hf = resolveHfConfig(preset.config);
   }
+  const resolved: HfConfig | null = hf;
+  if (resolved) check(() => checkHeadPrecision(resolved, plan.training.precision));
+  if (issues.length) return issues;
+  // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
   return limitIssues(plan, hf);
 }
 

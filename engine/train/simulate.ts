@@ -11,7 +11,7 @@ import { parseAllocatorConf } from '../allocator/config.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
 import { formatSize, memorySummary } from '../allocator/format.ts';
 import { layerListModel } from '../models/layer-list.ts';
-import { resolveHfConfig } from '../models/hf/config.ts';
+import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
@@ -67,12 +67,17 @@ function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   if ('layers' in m) return layerListModel(m.layers, m.input_shape, dtype, checkpointing, attentionDevice, workspaces);
   const hfOptions = { dtype, seqLen: t.seq_len, attention: t.attention, checkpointing, device: attentionDevice, tuning: fineTuningOf(t) };
   const visionOptions = (numClasses: number) => ({ dtype, imageSize: t.image_size, numClasses, checkpointing, convWorkspaces: workspaces, device: attentionDevice });
+  // a plan's variant (advice, compare) changes the precision after the plan was checked
+  const hf = (cfg: HfConfig) => {
+    checkHeadPrecision(cfg, t.precision);
+    return hfModel(cfg, hfOptions);
+  };
   if ('preset' in m) {
     const preset = PRESETS[m.preset]!;
-    if (preset.kind === 'hf') return hfModel(resolveHfConfig(preset.config), hfOptions);
+    if (preset.kind === 'hf') return hf(resolveHfConfig(preset.config));
     return torchvisionModel(preset.name, visionOptions(m.num_classes ?? 1000));
   }
-  if ('hf_config' in m) return hfModel(resolveHfConfig(m.hf_config), hfOptions);
+  if ('hf_config' in m) return hf(resolveHfConfig(m.hf_config));
   return torchvisionModel(m.torchvision, visionOptions(m.num_classes));
 }
 

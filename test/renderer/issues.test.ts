@@ -79,7 +79,7 @@ const cases: [string, string][] = [
   ['architectures, another head', hf({ ...llama, architectures: ['LlamaModel'] }, 'architectures')],
   ['architectures, another head of BERT', hf({ model_type: 'bert', architectures: ['BertForTokenClassification'] }, 'architectures')],
   ['a problem_type transformers refuses', hf({ model_type: 'bert', architectures: ['BertForSequenceClassification'], problem_type: 'multi_label' }, 'problem_type')],
-  ['single-label classification of one label', hf({ model_type: 'bert', architectures: ['BertForSequenceClassification'], num_labels: 1, problem_type: 'single_label_classification' }, 'problem_type')],
+  ['a problem_type on a language model', hf({ ...llama, problem_type: 'classification' }, 'problem_type')],
   ['a regression on a bf16 model', issue(plan({ hf_config: { model_type: 'bert', architectures: ['BertForSequenceClassification'], num_labels: 1 } }, { precision: 'bf16' }), 'training.precision')],
   ['a regression on an fp16 model', issue(plan({ hf_config: { ...llama, architectures: ['LlamaForSequenceClassification'], pad_token_id: 0, num_labels: 1 } }, { precision: 'fp16' }), 'training.precision')],
   ['a sequence classifier naming no class', hf({ model_type: 'bert', architectures: ['BertForSequenceClassification'], id2label: {} }, 'id2label')],

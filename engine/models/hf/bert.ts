@@ -1,7 +1,7 @@
 /**
  * BERT's encoder with its heads (transformers 5.x modeling_bert.py): `BertForMaskedLM` trained as
  * `model(input_ids=ids, labels=ids).loss`, or `BertForSequenceClassification` (the pooler, dropout, the
- * classifier) as `model(input_ids=ids, labels=labels).loss` on one class id per sequence; and RoBERTa and
+ * classifier) as `model(input_ids=ids, labels=labels).loss` on the labels its problem_type takes; and RoBERTa and
  * XLM-RoBERTa (modeling_roberta.py, modeling_xlm_roberta.py: their embeddings and heads, below).
  * BertForMaskedLM's parameters in `Module._apply` order: embeddings (word, position, token type, LayerNorm) and
  * their buffers position_ids and token_type_ids (int64 [1, max_positions]); per layer query, key, value,
@@ -24,7 +24,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { classificationLoss, classifiedInputs, hfActivation, labelsDescription, tokenInputs } from './common.ts';
+import { classificationLoss, classifiedInputs, hfActivation, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -295,7 +295,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   }
 
   return {
-    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? labelsDescription(classifier) : `vocab ${cfg.vocabSize}`})`,
+    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     optimizerOrder,
     tensors: weights,

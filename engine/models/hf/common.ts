@@ -95,12 +95,6 @@ export function classifiedInputs(rt: Runtime, batch: number, seqLen: number, hea
   return [ids!, labels];
 }
 
-/** A classifier's outputs as a model's description names them: `3 labels`, `1 label, regression`, `6 labels, multi-label`. */
-export function labelsDescription(head: SequenceClassifierHead): string {
-  const labels = `${head.numLabels} label${head.numLabels === 1 ? '' : 's'}`;
-  return head.problem === 'single_label_classification' ? labels : `${labels}, ${head.problem === 'regression' ? 'regression' : 'multi-label'}`;
-}
-
 /**
  * The sequence-classification loss on logits [B, num_labels] (transformers' ForSequenceClassificationLoss, and
  * BERT's and RoBERTa's own copies of it): CrossEntropyLoss on class ids; MSELoss, on `logits.squeeze()` and

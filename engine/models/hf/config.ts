@@ -4,6 +4,7 @@
  * Only the keys that change memory are resolved; unknown keys are ignored, as transformers ignores them.
  */
 import { InputError } from '../../errors.ts';
+import type { TrainingSpec } from '../../plan/schema.ts';
 
 export type HfFamily = 'gpt2' | 'llama' | 'gemma' | 'bert';
 
@@ -82,7 +83,8 @@ export interface LlamaConfig {
  * BCEWithLogitsLoss (`multi_label_classification`, which the config must name: transformers picks it from float
  * labels, and the plan's standard step gives class ids unless the config says otherwise).
  */
-export type ProblemType = 'single_label_classification' | 'regression' | 'multi_label_classification';
+const PROBLEM_TYPES = ['regression', 'single_label_classification', 'multi_label_classification'] as const;
+export type ProblemType = (typeof PROBLEM_TYPES)[number];
 
 export interface SequenceClassifierHead {
   kind: 'sequence_classification';
@@ -258,41 +260,40 @@ function firstArchitecture(raw: Record<string, unknown>): string | undefined {
 
 /**
  * A `*ForSequenceClassification` head's outputs and loss as PretrainedConfig and the loss read them: `num_labels`,
- * else the length of `id2label`, else 2; `problem_type` as given (PretrainedConfig allows the three ProblemType
- * values), else regression for one label and single-label classification for more (the standard step's labels
- * are class ids: `torch.randint(num_labels, (B,))`).
+ * else the length of `id2label`, else 2; `problem_type` (`problemType`), else regression for one label and
+ * single-label classification for more (the standard step's labels are class ids: `torch.randint(num_labels, (B,))`).
  */
 function classifierHead(raw: Record<string, unknown>): SequenceClassifierHead {
   const id2label = read(raw, 'id2label');
   const labelCount = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
   // measured (transformers 5.17 from_dict): a given num_labels wins (its setter rebuilds id2label)
-  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least 1 label');
+  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least one');
   const numLabels = int(raw, 'num_labels', labelCount ?? 2);
+  return { kind: 'sequence_classification', numLabels, problem: problemType(raw) ?? (numLabels === 1 ? 'regression' : 'single_label_classification') };
+}
+
+/** `problem_type`, which PretrainedConfig checks for every model (measured: transformers 5.17 refuses other values). */
+function problemType(raw: Record<string, unknown>): ProblemType | null {
   const given = read(raw, 'problem_type');
-  if (given !== undefined && given !== null && !PROBLEM_TYPES.includes(given as ProblemType)) {
+  if (given === undefined || given === null) return null;
+  if (!PROBLEM_TYPES.includes(given as ProblemType)) {
     throw new InputError(`${WHERE}.problem_type`, `must be one of ${PROBLEM_TYPES.map((p) => `"${p}"`).join(', ')} (or null), got ${JSON.stringify(given)}`);
   }
-  const problem = (given as ProblemType | null | undefined) ?? (numLabels === 1 ? 'regression' : 'single_label_classification');
-  if (problem === 'single_label_classification' && numLabels === 1) {
-    throw new InputError(`${WHERE}.problem_type`, 'single-label classification needs at least 2 classes (num_labels is 1: a regression)');
-  }
-  return { kind: 'sequence_classification', numLabels, problem };
+  return given as ProblemType;
 }
 
 /**
  * Refuses a regression head on a model that computes in half precision without autocast (`training.precision`
  * bf16 or fp16): MSELoss's backward (mse_loss_backward's TensorIterator) requires its input, the float32 labels and
  * the gradient in one dtype and throws `Found dtype Float but expected BFloat16` (Half for float16), as the step
- * would on the GPU. Under autocast mse_loss runs in float32 (its fp32 list).
+ * would on the GPU (measured on the H100, BERT and Llama). Under autocast mse_loss runs in float32 (its fp32 list).
  */
-export function checkHeadPrecision(cfg: HfConfig, precision: string): void {
+export function checkHeadPrecision(cfg: HfConfig, precision: TrainingSpec['precision']): void {
   if (cfg.family === 'gpt2' || cfg.head.kind !== 'sequence_classification' || cfg.head.problem !== 'regression') return;
   if (precision !== 'bf16' && precision !== 'fp16') return;
   const [dtype, name] = precision === 'bf16' ? ['bfloat16', 'BFloat16'] : ['float16', 'Half'];
-  throw new InputError('training.precision', `a regression head (MSELoss) on a ${dtype} model fails in PyTorch: mse_loss's backward meets the float32 labels and throws "Found dtype Float but expected ${name}"; train in ${precision === 'bf16' ? 'amp_bf16' : 'amp_fp16'} or fp32, or cast the labels to ${dtype} in your own loop`);
+  throw new InputError('training.precision', `a regression head (MSELoss) on a ${dtype} model fails in PyTorch: mse_loss's backward meets the float32 labels and throws "Found dtype Float but expected ${name}"; train in amp_${precision} or fp32, or cast the labels to ${dtype} in your own loop`);
 }
-
-const PROBLEM_TYPES: readonly ProblemType[] = ['regression', 'single_label_classification', 'multi_label_classification'];
 
 /** BertForSequenceClassification's head: its labels and loss, and `classifier_dropout` (else the hidden dropout). */
 function sequenceClassification(raw: Record<string, unknown>, hiddenDropout: number): SequenceClassifierHead & { dropout: number } {
@@ -385,6 +386,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
     throw new InputError(`${WHERE}.quantization_config`, 'quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model');
   }
   if (typeof modelType !== 'string') throw new InputError(`${WHERE}.model_type`, 'is required: the config.json of a Hugging Face model names its model_type');
+  problemType(raw);
   switch (modelType) {
     case 'gpt2': {
       checkArchitectures(raw, ['GPT2LMHeadModel']);

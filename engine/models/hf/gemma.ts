@@ -296,7 +296,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       }
       for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
       // a classifier has no final soft-capping: that is Gemma's causal LM's
-      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier!, cache);
+      if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
       let logits = proj(rt, hidden, lmHead);
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`

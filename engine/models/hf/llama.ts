@@ -26,7 +26,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, labelsDescription, positionIds, scoreParameters, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, positionIds, scoreParameters, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -398,7 +398,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}${classifier ? labelsDescription(classifier) : `vocab ${cfg.vocabSize}`})`,
+    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     tensors: weights,
     makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
@@ -417,7 +417,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       hidden = normed;
       // LlamaModel.forward returns: its locals die
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
-      if (score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier!, cache);
+      if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
       const logits = proj(rt, hidden, lmHead);
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);

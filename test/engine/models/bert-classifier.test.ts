@@ -1,7 +1,8 @@
 /**
  * BertForSequenceClassification as transformers 5.17 trains it (engine/models/hf/config.ts `sequenceClassification`,
  * bert.ts): BertModel with its pooler (`dense(hidden_states[:, 0])`, tanh), dropout, the classifier, and
- * CrossEntropyLoss on one class id per sequence; under LoRA, PEFT's SEQ_CLS task keeps a trainable copy of the
+ * its loss (by default CrossEntropyLoss on one class id per sequence; problem_type regression and
+ * multi_label_classification: MSELoss and BCEWithLogitsLoss on float32 labels); under LoRA, PEFT's SEQ_CLS task keeps a trainable copy of the
  * classifier (`modules_to_save`). test/engine/train/calibration.test.ts compares the H100 recordings (bert_*_cls_*,
  * lora_bert_*_cls_*) event by event.
  */
@@ -9,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import { advise } from '../../../engine/search/advice.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { allocationsOf, expectAsRecorded, recording } from './allocations.ts';
 
@@ -53,7 +55,7 @@ describe('the head a config.json names', () => {
     expect(head({})).toEqual({ kind: 'sequence_classification', numLabels: 2, problem: 'single_label_classification', dropout: 0.1 });
     expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' } })).toMatchObject({ numLabels: 3 });
     expect(head({ id2label: { 0: 'neg', 1: 'neutral', 2: 'pos' }, num_labels: 5 })).toMatchObject({ numLabels: 5 });
-    expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class/);
+    expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class: a classifier needs at least one$/);
     expect(head({ id2label: { 0: 'score' } })).toMatchObject({ numLabels: 1, problem: 'regression' });
     expect(head({ num_labels: 7, hidden_dropout_prob: 0.2 })).toEqual({ kind: 'sequence_classification', numLabels: 7, problem: 'single_label_classification', dropout: 0.2 });
     expect(head({ classifier_dropout: 0 })).toMatchObject({ dropout: 0 });
@@ -68,7 +70,11 @@ describe('the head a config.json names', () => {
     expect(head({ problem_type: null })).toMatchObject({ problem: 'single_label_classification' });
     // measured: BertConfig(problem_type="mult") raises StrictDataclassFieldValidationError in transformers 5.17
     expect(() => head({ problem_type: 'mult' })).toThrow(/^model\.hf_config\.problem_type: must be one of "regression", "single_label_classification", "multi_label_classification" \(or null\), got "mult"/);
-    expect(() => head({ num_labels: 1, problem_type: 'single_label_classification' })).toThrow(/^model\.hf_config\.problem_type: single-label classification needs at least 2 classes/);
+    // a masked LM's config is checked too (PretrainedConfig checks the field for every model)
+    expect(() => head({ architectures: ['BertForMaskedLM'], problem_type: 'mult' })).toThrow(/^model\.hf_config\.problem_type: must be one of/);
+    // what transformers runs: cross-entropy over one class (a loss of 0), multi-label on one label
+    expect(head({ num_labels: 1, problem_type: 'single_label_classification' })).toMatchObject({ numLabels: 1, problem: 'single_label_classification' });
+    expect(head({ num_labels: 1, problem_type: 'multi_label_classification' })).toMatchObject({ numLabels: 1, problem: 'multi_label_classification' });
   });
 
   it('labels as a DataCollator gives them: class ids, a float32 score per sequence, float32 per label', () => {
@@ -77,6 +83,8 @@ describe('the head a config.json names', () => {
     expect(labels({ num_labels: 1 })).toBe(4 * 4); // float32 [B]
     expect(labels({ num_labels: 3, problem_type: 'regression' })).toBe(4 * 3 * 4); // float32 [B, 3]
     expect(labels({ num_labels: 6, problem_type: 'multi_label_classification' })).toBe(4 * 6 * 4); // float32 [B, 6]
+    expect(labels({ num_labels: 1, problem_type: 'multi_label_classification' })).toBe(4 * 4); // float32 [B, 1]
+    expect(labels({ num_labels: 1, problem_type: 'single_label_classification' })).toBe(4 * 8); // int64 [B]
   });
 
   it('MSELoss keeps the elementwise storage under its scalar loss; BCEWithLogitsLoss a new scalar in the labels’ dtype', () => {
@@ -94,14 +102,29 @@ describe('the head a config.json names', () => {
     expect(bce.find((a) => a.label === '(1 - target) * input - log_sigmoid(input)')!.size).toBe(4 * 6 * 4);
     expect(bce.find((a) => a.label === 'loss')!.size).toBe(4);
     expect(bce.find((a) => a.label === 'grad of binary_cross_entropy_with_logits')!.size).toBe(4 * 6 * 2);
+    // fp32: MSELoss saves the squeezed logits themselves (no cast); one sequence squeezes [1, 1] to a scalar
+    for (const batch of [4, 1]) {
+      const fp32 = allocationsOf(planOf(small({ num_labels: 1 }), { precision: 'fp32', batch_size: batch }));
+      const logits = fp32.find((a) => a.label === 'classifier')!;
+      expect(logits.size).toBe(batch * 4);
+      expect(fp32.find((a) => a.label === 'loss')!.size).toBe(batch * 4);
+      expect(logits.free).toBeGreaterThan(fp32.find((a) => a.label === 'grad of mse_loss')!.alloc);
+      expect(fp32.some((a) => a.label.includes('autocast'))).toBe(false);
+    }
   });
 
-  it('a regression on a bf16 or fp16 model is refused at training.precision, as PyTorch fails it (measured)', () => {
+  it('a regression on a bf16 or fp16 model is refused at training.precision, as PyTorch fails it (measured), and advice does not offer bf16 weights for one', () => {
     // measured on the H100 (PyTorch 2.11, transformers 5.17): BERT and Llama with num_labels 1, float32 labels
     expect(() => planOf(small({ num_labels: 1 }), { precision: 'bf16' })).toThrow(/^training\.precision: .*"Found dtype Float but expected BFloat16"; train in amp_bf16 or fp32/);
     expect(() => planOf(small({ num_labels: 1 }), { precision: 'fp16' })).toThrow(/"Found dtype Float but expected Half"; train in amp_fp16 or fp32/);
-    expect(planOf(small({ num_labels: 1 }), { precision: 'amp_bf16' }).training.precision).toBe('amp_bf16');
+    expect(() => planOf(small({ num_labels: 1 }), { precision: 'bf16', lora: { r: 4, alpha: 8, target_modules: ['query', 'value'] } })).toThrow(/^training\.precision: /);
+    for (const precision of ['amp_bf16', 'amp_fp16', 'fp32']) expect(planOf(small({ num_labels: 1 }), { precision }).training.precision).toBe(precision);
     expect(planOf(small({ num_labels: 6, problem_type: 'multi_label_classification' }), { precision: 'bf16' }).training.precision).toBe('bf16');
+    // advice's variants are simulated without parsing: the bf16-weights one is refused with the same message
+    const regression = planOf(small({ num_labels: 1 }), { precision: 'amp_bf16' });
+    const bf16 = advise(regression, { device: planGpu(regression) }).not_applicable.find((n) => n.id === 'bf16_weights');
+    expect(bf16).toMatchObject({ reason_id: 'not_simulated' });
+    expect(bf16!.message).toMatch(/^training\.precision: a regression head \(MSELoss\) on a bfloat16 model fails in PyTorch/);
   });
 
   it('the classifier’s logits are [B, num_labels]; the pooler’s first-token view gives back a gradient of the whole hidden states', () => {

@@ -2,7 +2,7 @@
  * Decoder sequence classifiers as transformers 5.17 trains them (GenericForSequenceClassification: LlamaFor-,
  * MistralFor-, Qwen2For-, Qwen3ForSequenceClassification; engine/models/hf/config.ts `decoderHead`, common.ts
  * `lastTokenClassificationLoss`): the `score` layer on every position, the logits of each sequence's last token that
- * is not padding, CrossEntropyLoss on one class id per sequence; under LoRA, PEFT's SEQ_CLS task keeps a trainable
+ * is not padding, and the loss its problem_type takes (common.ts `classificationLoss`); under LoRA, PEFT's SEQ_CLS task keeps a trainable
  * copy of `score`. test/engine/train/calibration.test.ts compares the H100 recordings event by event.
  */
 import { readFileSync } from 'node:fs';
