@@ -301,7 +301,6 @@ export function layerListModel(
   const parameters = built.flatMap((l) => l.params);
   const order = namedOrder(built);
   return {
-    description: `layer list of ${parameters.length} parameter tensors`,
     parameters,
     optimizerOrder: order.some((n, i) => n !== parameters[i]!.name) ? order : undefined,
     tensors: weights,

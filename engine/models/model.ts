@@ -27,7 +27,6 @@ export interface ParameterSpec {
 }
 
 export interface TrainableModel {
-  description: string;
   /**
    * Parameters and buffers in the order `model.to("cuda")` moves them (`Module._apply`: children first, then
    * the module's own parameters, then its buffers).

@@ -136,7 +136,6 @@ function resnet(bottleneck: boolean, layers: readonly number[], options: VisionO
   }
 
   return {
-    description: `ResNet (${layers.join('-')} ${bottleneck ? 'bottleneck' : 'basic'} blocks, ${options.numClasses} classes)`,
     parameters: params,
     tensors: weights,
     makeInputs(rt, batch) {

@@ -104,7 +104,6 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
   }
 
   return {
-    description: `Vision Transformer ${name} (${arch.layers} layers, hidden ${e}, ${seq} tokens, ${options.numClasses} classes)`,
     parameters: params,
     optimizerOrder: named,
     tensors: weights,

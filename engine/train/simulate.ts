@@ -444,7 +444,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   };
   for (const l of peakLive) breakdown[l.category] += l.bytes;
   breakdown.cached_free = Math.max(0, peakReservedBytes - peakAllocatedBytes);
-  // The model's own size, from its description: on an OOM while loading, only part of it reached the GPU.
+  // The model's own size, from its parameter list: on an OOM while loading, only part of it reached the GPU.
   let parameterCount = 0;
   let parameterBytes = 0;
   let bufferBytes = 0;

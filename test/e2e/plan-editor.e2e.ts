@@ -176,6 +176,30 @@ describe('the plan editor', () => {
     expect(await field.locator('.issues').count()).toBe(0);
   });
 
+  test('a pasted classifier says how memplan reads its head; a regression on a bf16 model is refused beside the precision', async () => {
+    const { page } = app;
+    await page.locator('#tab-model').click();
+    const regression = { model_type: 'bert', architectures: ['BertForSequenceClassification'], hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512, vocab_size: 30522, num_labels: 1 };
+    await page.locator('#hf-config').fill(JSON.stringify(regression, null, 2));
+    const detected = page.locator('.detected');
+    await expect.poll(() => detected.textContent(), { timeout: 20_000 }).toContain('BertForSequenceClassification · regression on 1 output (MSELoss)');
+    await page.locator('#hf-config').fill(JSON.stringify({ ...regression, num_labels: 6, problem_type: 'multi_label_classification' }, null, 2));
+    await expect.poll(() => detected.textContent(), { timeout: 20_000 }).toContain('6 labels, multi-label (BCEWithLogitsLoss)');
+    await page.locator('#hf-config').fill(JSON.stringify(regression, null, 2));
+
+    // PyTorch's mse_loss backward fails on a bf16 model's logits with float32 labels: said at the precision
+    await page.locator('#tab-training').click();
+    await page.locator('#seq-len').fill('128'); // BERT's 512 positions
+    await page.locator('input[name="precision"][value="bf16"]').check();
+    const precision = page.locator('[data-path="training.precision"]');
+    await expect.poll(() => precision.locator('.issues').textContent(), { timeout: 20_000 }).toContain('"Found dtype Float but expected BFloat16"');
+    expect(await precision.locator('[role="radiogroup"]').getAttribute('aria-invalid')).toBe('true');
+    await screenshot(page, 'regression-bf16-en');
+    await page.locator('input[name="precision"][value="amp_bf16"]').check();
+    await waitForResult(page);
+    expect(await precision.locator('.issues').count()).toBe(0);
+  });
+
   test('a layer list is edited: add, nest, reorder with buttons and keys, remove', async () => {
     const { page } = app;
     await page.locator('#tab-model').click();

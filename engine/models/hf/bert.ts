@@ -295,7 +295,6 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   }
 
   return {
-    description: `${{ bert: 'BERT', roberta: 'RoBERTa', 'xlm-roberta': 'XLM-RoBERTa' }[cfg.modelType]} ${classifier ? 'sequence classifier' : 'masked LM'} (${cfg.layers} layers, hidden ${e}, ${heads} heads, ${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     optimizerOrder,
     tensors: weights,

@@ -259,7 +259,6 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, ${cfg.layerTypes.filter((x) => x === 'sliding_attention').length} with a ${cfg.slidingWindow}-token window, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     tensors: weights,
     makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),

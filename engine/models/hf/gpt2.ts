@@ -147,7 +147,6 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   }
 
   return {
-    description: `GPT-2 (${cfg.layers} layers, hidden ${e}, ${heads} heads, vocab ${cfg.vocabSize})`,
     parameters: params,
     tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),

@@ -398,7 +398,6 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   }
 
   return {
-    description: `${cfg.modelType}${classifier ? ' sequence classifier' : ''} (${cfg.layers} layers, hidden ${cfg.hidden}, ${cfg.heads} heads / ${cfg.kvHeads} key-value heads, ${cfg.moe ? `${cfg.moe.experts} experts, ${cfg.moe.topK} per token, ` : ''}${classifier ? `${classifier.numLabels} labels` : `vocab ${cfg.vocabSize}`})`,
     parameters: params,
     tensors: weights,
     makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),

@@ -4,6 +4,7 @@
  * Code names (nn.Linear, in_features, PYTORCH_CUDA_ALLOC_CONF) stay as PyTorch writes them.
  */
 import { defineMessages } from './types.ts';
+import type { SequenceClassifierHead } from '../../../engine/index.ts';
 
 /** PEFT's default target_modules and the model types each is for (renderer/src/editor/lora.ts builds them from the engine's lists). */
 type TargetDefaults = readonly { targets: readonly string[]; modelTypes: readonly string[] }[];
@@ -93,7 +94,13 @@ const en = {
   hfExample: 'Insert Llama 3 8B example',
   hfEmpty: 'Paste a config.json here.',
   hfNotJson: (detail: string) => `Not valid JSON: ${detail}`,
-  hfDetected: (type: string, arch: string) => `Detected ${type}${arch ? ` · ${arch}` : ''}`,
+  hfDetected: (type: string, arch: string, head: SequenceClassifierHead | null) =>
+    `Detected ${type}${arch ? ` · ${arch}` : ''}${
+      !head ? ''
+      : head.problem === 'regression' ? ` · regression on ${head.numLabels} output${head.numLabels === 1 ? '' : 's'} (MSELoss)`
+      : head.problem === 'multi_label_classification' ? ` · ${head.numLabels} label${head.numLabels === 1 ? '' : 's'}, multi-label (BCEWithLogitsLoss)`
+      : ` · ${head.numLabels} class${head.numLabels === 1 ? '' : 'es'}, single-label (CrossEntropyLoss)`
+    }`,
   torchvisionModel: 'Model',
   numClasses: 'Classes',
   numClassesHint: 'Size of the classifier head (num_classes).',
@@ -289,7 +296,13 @@ export const shell = defineMessages(en, {
   hfExample: '插入 Llama 3 8B 示例',
   hfEmpty: '在此粘贴 config.json。',
   hfNotJson: (detail) => `不是有效的 JSON：${detail}`,
-  hfDetected: (type, arch) => `识别为 ${type}${arch ? ` · ${arch}` : ''}`,
+  hfDetected: (type, arch, head) =>
+    `识别为 ${type}${arch ? ` · ${arch}` : ''}${
+      !head ? ''
+      : head.problem === 'regression' ? ` · 回归，${head.numLabels} 个输出（MSELoss）`
+      : head.problem === 'multi_label_classification' ? ` · 多标签分类，${head.numLabels} 个标签（BCEWithLogitsLoss）`
+      : ` · 单标签分类，${head.numLabels} 个类别（CrossEntropyLoss）`
+    }`,
   torchvisionModel: '模型',
   numClasses: '类别数',
   numClassesHint: '分类头的大小（num_classes）。',
