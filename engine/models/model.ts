@@ -13,7 +13,7 @@ export interface ParameterSpec {
   /** A LoRA adapter's weight (models/peft/lora.ts). */
   adapter?: boolean;
   /**
-   * The trainable copy PEFT keeps of a module its task names (`modules_to_save`: a sequence classifier's
+   * The trainable copy PEFT keeps of a module its task names (`modules_to_save`: a sequence or token classifier's
    * classifier), beside the frozen original: trains under LoRA.
    */
   savedModule?: boolean;

@@ -39,8 +39,8 @@ export const ADVICE_PARAMS = {
     r: positiveCount,
     alpha: z.number().positive(),
     target_modules: z.array(z.string()),
-    /** PEFT's `task_type` for the model's head: SEQ_CLS keeps a classifier trainable (`modules_to_save`); null for a masked LM. */
-    task_type: z.enum(['CAUSAL_LM', 'SEQ_CLS']).nullable().default(null),
+    /** PEFT's `task_type` for the model's head: SEQ_CLS and TOKEN_CLS keep a classifier trainable (`modules_to_save`); null for a masked LM. */
+    task_type: z.enum(['CAUSAL_LM', 'SEQ_CLS', 'TOKEN_CLS']).nullable().default(null),
   },
 } as const;
 

@@ -102,12 +102,16 @@ function hfModelType(plan: Plan): string | null {
   return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
 }
 
-/** PEFT's task type for the plan's head: SEQ_CLS for a sequence classifier, CAUSAL_LM for a language model, none for a masked LM. */
-function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | null {
+/**
+ * PEFT's task type for the plan's head: SEQ_CLS for a sequence classifier, TOKEN_CLS for a token classifier,
+ * CAUSAL_LM for a language model, none for a masked LM.
+ */
+function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | 'TOKEN_CLS' | null {
   const config = hfConfigOf(plan);
   if (!config) return null;
   const cfg = resolveHfConfig(config);
   if (cfg.family !== 'gpt2' && cfg.head.kind === 'sequence_classification') return 'SEQ_CLS';
+  if (cfg.family === 'bert' && cfg.head.kind === 'token_classification') return 'TOKEN_CLS';
   return cfg.family === 'bert' ? null : 'CAUSAL_LM';
 }
 
@@ -116,8 +120,8 @@ function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | null {
  * changes it is not a memory setting to reach for: it is advised for a full fine-tune that does not fit (its own
  * batch, under the `batch` goal), with LoraConfig's defaults on the model type's default targets, which is what
  * `get_peft_model(model, LoraConfig(task_type=...))` builds (where PEFT has no default: q_proj and v_proj, phi3's fused
- * qkv_proj): CAUSAL_LM for a language model, SEQ_CLS for a sequence classifier (its classifier then trains as
- * `modules_to_save`), none for a masked LM. `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
+ * qkv_proj): CAUSAL_LM for a language model, SEQ_CLS or TOKEN_CLS for a sequence or token classifier (its classifier
+ * then trains as `modules_to_save`), none for a masked LM. `already_set` when the plan trains adapters or freezes parameters already; `no_default_targets` for a
  * model with no default targets here; `plan_fits` otherwise.
  */
 function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { skip: NotApplicable } {

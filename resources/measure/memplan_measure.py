@@ -585,11 +585,13 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")
     architectures = config_dict.get("architectures") or []
-    # The head: the first architecture's, as memplan reads it (a sequence classifier, a masked LM for the encoders,
-    # else a causal LM)
+    # The head: the first architecture's, as memplan reads it (a sequence or token classifier, a masked LM for the
+    # encoders, else a causal LM)
     classifier = bool(architectures) and architectures[0].endswith("ForSequenceClassification")
-    masked_lm = not classifier and (model_type in ("bert", "roberta", "xlm-roberta") or any(name.endswith("ForMaskedLM") for name in architectures))
+    token_classifier = bool(architectures) and architectures[0].endswith("ForTokenClassification")
+    masked_lm = not classifier and not token_classifier and (model_type in ("bert", "roberta", "xlm-roberta") or any(name.endswith("ForMaskedLM") for name in architectures))
     auto_class = (transformers.AutoModelForSequenceClassification if classifier
+                  else transformers.AutoModelForTokenClassification if token_classifier
                   else transformers.AutoModelForMaskedLM if masked_lm else transformers.AutoModelForCausalLM)
     dtype_keyword = _dtype_keyword(transformers.__version__)
     model = auto_class.from_config(
@@ -612,10 +614,12 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         lora = training["lora"]
         # A masked LM gets PEFT's plain PeftModel: PeftModelForCausalLM needs prepare_inputs_for_generation, which
         # BertForMaskedLM does not have (the adapters and what trains are the same either way). A sequence
-        # classifier gets SEQ_CLS, as PEFT's guides give it: its classifier trains (modules_to_save).
+        # classifier gets SEQ_CLS and a token classifier TOKEN_CLS, as PEFT's guides give them: the classifier trains
+        # (modules_to_save).
         lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
                                       target_modules=list(lora["target_modules"]),
-                                      task_type="SEQ_CLS" if classifier else None if masked_lm else "CAUSAL_LM")
+                                      task_type="SEQ_CLS" if classifier else "TOKEN_CLS" if token_classifier
+                                      else None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)
         fine_tuning = {"peft_version": peft.__version__, "peft_class": type(model).__name__,
                        "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n})}
@@ -627,6 +631,9 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
 
     def make_inputs(batch: int) -> tuple:
         ids = torch.randint(vocab_size, (batch, seq_len), device="cuda")
+        if token_classifier:
+            # one class id per token
+            return ids, torch.randint(num_labels, (batch, seq_len), device="cuda")
         if not classifier:
             return (ids,)
         if problem == "single_label_classification":

@@ -53,25 +53,41 @@ def _save(plan_path: str, directory: str, empty: bool = False) -> None:
     workload.model.save_pretrained(directory)
 
 
-def load_from_pretrained(directory: str) -> None:
+def load_from_pretrained(directory: str) -> list[str]:
     """Makes memplan_measure.py's `from_config` load the model saved in `directory` with from_pretrained (the
-    same kwargs: dtype, attn_implementation), as users load a checkpoint."""
+    same kwargs: dtype, attn_implementation), as users load a checkpoint. Returns the classes loaded so far (the
+    caller checks that one was: a model built some other way would not be what the run claims)."""
     import transformers
+
+    loaded: list[str] = []
 
     def from_pretrained_instead(cls):
         def load(config, **kwargs):
+            loaded.append(cls.__name__)
             return cls.from_pretrained(directory, **kwargs)
 
         return load
 
-    for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM, transformers.AutoModelForSequenceClassification):
+    # every Auto class memplan_measure.py builds a Hugging Face model with
+    for cls in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM, transformers.AutoModelForSequenceClassification,
+                transformers.AutoModelForTokenClassification):
         cls.from_config = from_pretrained_instead(cls)
+    return loaded
 
 
 def _train(job: dict, directory: str) -> None:
     import memplan_measure as mm
 
-    load_from_pretrained(directory)
+    loaded = load_from_pretrained(directory)
+    build = mm.build_workload
+
+    def built_from_checkpoint(plan: dict, training: dict):
+        workload = build(plan, training)
+        if "hf_config" in plan["model"] and not loaded:
+            raise RuntimeError(f"the model was not loaded from {directory} with from_pretrained: memplan_measure.py built it another way")
+        return workload
+
+    mm.build_workload = built_from_checkpoint
     mm.job_train(job)
 
 

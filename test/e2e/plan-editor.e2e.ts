@@ -176,7 +176,7 @@ describe('the plan editor', () => {
     expect(await field.locator('.issues').count()).toBe(0);
   });
 
-  test('a pasted classifier says how memplan reads its head; a regression on a bf16 model is refused beside the precision', async () => {
+  test('a pasted classifier says how memplan reads its head (sequence or token classifier); a regression on a bf16 model is refused beside the precision', async () => {
     const { page } = app;
     await page.locator('#tab-model').click();
     const regression = { model_type: 'bert', architectures: ['BertForSequenceClassification'], hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512, vocab_size: 30522, num_labels: 1 };
@@ -185,6 +185,8 @@ describe('the plan editor', () => {
     await expect.poll(() => detected.textContent(), { timeout: 20_000 }).toContain('BertForSequenceClassification · regression on 1 output (MSELoss)');
     await page.locator('#hf-config').fill(JSON.stringify({ ...regression, num_labels: 6, problem_type: 'multi_label_classification' }, null, 2));
     await expect.poll(() => detected.textContent(), { timeout: 20_000 }).toContain('6 labels, multi-label (BCEWithLogitsLoss)');
+    await page.locator('#hf-config').fill(JSON.stringify({ ...regression, architectures: ['BertForTokenClassification'], num_labels: 9 }, null, 2));
+    await expect.poll(() => detected.textContent(), { timeout: 20_000 }).toContain('BertForTokenClassification · 9 classes for every token (CrossEntropyLoss)');
     await page.locator('#hf-config').fill(JSON.stringify(regression, null, 2));
 
     // PyTorch's mse_loss backward fails on a bf16 model's logits with float32 labels: said at the precision

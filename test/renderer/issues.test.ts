@@ -77,7 +77,7 @@ const cases: [string, string][] = [
   ['EmbeddingGemma', hf({ model_type: 'gemma3_text', use_bidirectional_attention: true }, 'use_bidirectional_attention')],
   ['architectures, not a list', hf({ ...llama, architectures: 'LlamaForCausalLM' }, 'architectures')],
   ['architectures, another head', hf({ ...llama, architectures: ['LlamaModel'] }, 'architectures')],
-  ['architectures, another head of BERT', hf({ model_type: 'bert', architectures: ['BertForTokenClassification'] }, 'architectures')],
+  ['architectures, another head of BERT', hf({ model_type: 'bert', architectures: ['BertForQuestionAnswering'] }, 'architectures')],
   ['a problem_type transformers refuses', hf({ model_type: 'bert', architectures: ['BertForSequenceClassification'], problem_type: 'multi_label' }, 'problem_type')],
   ['a problem_type on a language model', hf({ ...llama, problem_type: 'classification' }, 'problem_type')],
   ['a regression on a bf16 model', issue(plan({ hf_config: { model_type: 'bert', architectures: ['BertForSequenceClassification'], num_labels: 1 } }, { precision: 'bf16' }), 'training.precision')],

@@ -1,7 +1,8 @@
 /**
  * BERT's encoder with its heads (transformers 5.x modeling_bert.py): `BertForMaskedLM` trained as
- * `model(input_ids=ids, labels=ids).loss`, or `BertForSequenceClassification` (the pooler, dropout, the
- * classifier) as `model(input_ids=ids, labels=labels).loss` on the labels its problem_type takes; and RoBERTa and
+ * `model(input_ids=ids, labels=ids).loss`, `BertForSequenceClassification` (the pooler, dropout, the
+ * classifier) as `model(input_ids=ids, labels=labels).loss` on the labels its problem_type takes, or
+ * `BertForTokenClassification` (dropout, the classifier on every token) on one class id per token; and RoBERTa and
  * XLM-RoBERTa (modeling_roberta.py, modeling_xlm_roberta.py: their embeddings and heads, below).
  * BertForMaskedLM's parameters in `Module._apply` order: embeddings (word, position, token type, LayerNorm) and
  * their buffers position_ids and token_type_ids (int64 [1, max_positions]); per layer query, key, value,
@@ -24,7 +25,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { classificationLoss, classifiedInputs, hfActivation, tokenInputs } from './common.ts';
+import { classificationLoss, classifiedInputs, hfActivation, tokenClassifiedInputs, tokenInputs } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -69,10 +70,11 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     norm(`${l}.output.LayerNorm`);
   }
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
+  const tokenClassifier = cfg.head.kind === 'token_classification' ? cfg.head : null;
   let optimizerOrder: string[] | undefined;
   /**
-   * XLM-RoBERTa's ForMaskedLM and ForSequenceClassification register their head before `roberta` (measured: the
-   * head's weights reach the GPU first): the parameters from `bodyEnd` on move to the front.
+   * XLM-RoBERTa's ForMaskedLM, ForSequenceClassification and ForTokenClassification register their head before
+   * `roberta` (measured: the head's weights reach the GPU first): the parameters from `bodyEnd` on move to the front.
    */
   const headFirst = (bodyEnd: number) => {
     if (cfg.modelType === 'xlm-roberta') params.unshift(...params.splice(bodyEnd));
@@ -94,6 +96,15 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     const bodyEnd = params.length;
     head('classifier', false);
     if (tuning.lora) head('classifier.modules_to_save.default', true);
+    headFirst(bodyEnd);
+  } else if (tokenClassifier) {
+    // BertForTokenClassification (and RoBERTa's): no pooler, the classifier on every token; under LoRA, PEFT's
+    // TOKEN_CLS task keeps it trainable as `modules_to_save`, as for a sequence classifier
+    const bodyEnd = params.length;
+    const linearOf = (prefix: string, savedModule: boolean) =>
+      params.push({ name: `${prefix}.weight`, shape: [tokenClassifier.numLabels, e], dtype, savedModule }, { name: `${prefix}.bias`, shape: [tokenClassifier.numLabels], dtype, savedModule });
+    linearOf('classifier', false);
+    if (tuning.lora) linearOf('classifier.modules_to_save.default', true);
     headFirst(bodyEnd);
   } else if (roberta) {
     // RobertaLMHead: dense, layer_norm, decoder (tied: the word embedding, moved here when the head comes first;
@@ -298,7 +309,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     parameters: params,
     optimizerOrder,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -312,6 +323,25 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
         const loss = classificationLoss(rt, logits, labels!, classifier);
         cuda.release(logits);
         cuda.release(hidden);
+        return loss;
+      }
+      if (tokenClassifier) {
+        // BertModel (no pooler) returns. BertForTokenClassification: dropout, the classifier on every token,
+        // CrossEntropyLoss on logits.view(-1, num_labels) and labels.view(-1) (views). As it returns, its locals die
+        // in the order they were first assigned: `outputs` (the hidden states), `sequence_output` (the dropout's,
+        // which under autocast nothing saves: the classifier keeps its bf16 cast); the output object holds the
+        // logits until `.loss` is read (measured on the H100)
+        cuda.release(embedded);
+        const dropped = dropout(rt, hidden, tokenClassifier.dropout, 'dropout');
+        const logits = linear(rt, dropped, w(`${classifierPath}.weight`), w(`${classifierPath}.bias`), 'classifier');
+        const flat = rt.autograd.view('ViewBackward0', logits, [b * t, tokenClassifier.numLabels]);
+        const target = cuda.view(labels!, [b * t]);
+        const loss = crossEntropy(rt, flat, target);
+        cuda.release(target);
+        cuda.release(flat);
+        cuda.release(hidden);
+        cuda.release(dropped);
+        cuda.release(logits);
         return loss;
       }
       if (classifier) {

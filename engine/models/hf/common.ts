@@ -95,6 +95,12 @@ export function classifiedInputs(rt: Runtime, batch: number, seqLen: number, hea
   return [ids!, labels];
 }
 
+/** A token classifier's micro-batch: the ids, then one class id per token (`torch.randint(num_labels, (B, T))`). */
+export function tokenClassifiedInputs(rt: Runtime, batch: number, seqLen: number): Tensor[] {
+  const [ids] = tokenInputs(rt, batch, seqLen);
+  return [ids!, rt.cuda.empty([batch, seqLen], 'int64', 'labels', 'input')];
+}
+
 /**
  * The sequence-classification loss on logits [B, num_labels] (transformers' ForSequenceClassificationLoss, and
  * BERT's and RoBERTa's own copies of it): CrossEntropyLoss on class ids; MSELoss, on `logits.squeeze()` and

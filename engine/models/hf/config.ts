@@ -86,6 +86,14 @@ export interface LlamaConfig {
 const PROBLEM_TYPES = ['regression', 'single_label_classification', 'multi_label_classification'] as const;
 export type ProblemType = (typeof PROBLEM_TYPES)[number];
 
+/** A `*ForTokenClassification` head (named-entity recognition and the like): `num_labels` classes for every token. */
+export interface TokenClassifierHead {
+  kind: 'token_classification';
+  numLabels: number;
+  /** `classifier_dropout`, else the hidden dropout. */
+  dropout: number;
+}
+
 export interface SequenceClassifierHead {
   kind: 'sequence_classification';
   numLabels: number;
@@ -162,9 +170,10 @@ export interface BertConfig {
   tieWordEmbeddings: boolean;
   /**
    * The head `architectures` names: BertForMaskedLM (also for BertForPreTraining and BertModel configs, and
-   * without `architectures`), or BertForSequenceClassification (`num_labels` outputs, trained as `problem` says).
+   * without `architectures`), BertForSequenceClassification (`num_labels` outputs, trained as `problem` says), or
+   * BertForTokenClassification (`num_labels` classes for every token: one class id per token, CrossEntropyLoss).
    */
-  head: { kind: 'masked_lm' } | (SequenceClassifierHead & { dropout: number });
+  head: { kind: 'masked_lm' } | (SequenceClassifierHead & { dropout: number }) | TokenClassifierHead;
   /**
    * Positions the table holds before the first token's: RoBERTa counts position ids from `pad_token_id + 1`, so
    * its 514 positions take 512 tokens; 0 for BERT.
@@ -241,7 +250,8 @@ function attentionShape(raw: Record<string, unknown>, hiddenDefault: number, hea
 
 /**
  * The heads memplan trains for a model type: causal LM for decoders, masked LM for the encoders, a sequence
- * classifier for either; `architectures`, when given, must name one of them (its first class picks the head).
+ * classifier for either, a token classifier for the encoders; `architectures`, when given, must name one of them
+ * (its first class picks the head).
  */
 function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
   const archs = read(raw, 'architectures');
@@ -264,12 +274,17 @@ function firstArchitecture(raw: Record<string, unknown>): string | undefined {
  * single-label classification for more (the standard step's labels are class ids: `torch.randint(num_labels, (B,))`).
  */
 function classifierHead(raw: Record<string, unknown>): SequenceClassifierHead {
-  const id2label = read(raw, 'id2label');
-  const labelCount = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
-  // measured (transformers 5.17 from_dict): a given num_labels wins (its setter rebuilds id2label)
-  if (labelCount === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least one');
-  const numLabels = int(raw, 'num_labels', labelCount ?? 2);
+  const numLabels = labelCount(raw);
   return { kind: 'sequence_classification', numLabels, problem: problemType(raw) ?? (numLabels === 1 ? 'regression' : 'single_label_classification') };
+}
+
+/** A classifier's outputs as PretrainedConfig reads them: `num_labels`, else the length of `id2label`, else 2. */
+function labelCount(raw: Record<string, unknown>): number {
+  const id2label = read(raw, 'id2label');
+  const named = id2label !== null && typeof id2label === 'object' && !Array.isArray(id2label) ? Object.keys(id2label).length : null;
+  // measured (transformers 5.17 from_dict): a given num_labels wins (its setter rebuilds id2label)
+  if (named === 0 && read(raw, 'num_labels') == null) throw new InputError(`${WHERE}.id2label`, 'names no class: a classifier needs at least one');
+  return int(raw, 'num_labels', named ?? 2);
 }
 
 /** `problem_type`, which PretrainedConfig checks for every model (measured: transformers 5.17 refuses other values). */
@@ -332,7 +347,9 @@ function decoderHead(raw: Record<string, unknown>, classifier: string): LlamaCon
 function resolveEncoder(raw: Record<string, unknown>, modelType: BertConfig['modelType']): BertConfig {
   const model = { bert: 'Bert', roberta: 'Roberta', 'xlm-roberta': 'XLMRoberta' }[modelType];
   const classifier = `${model}ForSequenceClassification`;
-  checkArchitectures(raw, modelType === 'bert' ? ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', classifier] : [`${model}ForMaskedLM`, `${model}Model`, classifier]);
+  const tokenClassifier = `${model}ForTokenClassification`;
+  checkArchitectures(raw, modelType === 'bert' ? ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', classifier, tokenClassifier] : [`${model}ForMaskedLM`, `${model}Model`, classifier, tokenClassifier]);
+  const architecture = firstArchitecture(raw);
   const hidden = int(raw, 'hidden_size', 768);
   const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
   const heads = int(raw, 'num_attention_heads', 12);
@@ -358,7 +375,9 @@ function resolveEncoder(raw: Record<string, unknown>, modelType: BertConfig['mod
     maxPositions,
     typeVocabSize: int(raw, 'type_vocab_size', 2),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
-    head: firstArchitecture(raw) === classifier ? sequenceClassification(raw, hiddenDropout) : { kind: 'masked_lm' },
+    head: architecture === classifier ? sequenceClassification(raw, hiddenDropout)
+      : architecture === tokenClassifier ? { kind: 'token_classification', numLabels: labelCount(raw), dropout: prob(raw, 'classifier_dropout', hiddenDropout) }
+      : { kind: 'masked_lm' },
     positionOffset,
   };
 }

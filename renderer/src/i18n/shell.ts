@@ -4,7 +4,7 @@
  * Code names (nn.Linear, in_features, PYTORCH_CUDA_ALLOC_CONF) stay as PyTorch writes them.
  */
 import { defineMessages } from './types.ts';
-import type { SequenceClassifierHead } from '../../../engine/index.ts';
+import type { SequenceClassifierHead, TokenClassifierHead } from '../../../engine/index.ts';
 
 /** PEFT's default target_modules and the model types each is for (renderer/src/editor/lora.ts builds them from the engine's lists). */
 type TargetDefaults = readonly { targets: readonly string[]; modelTypes: readonly string[] }[];
@@ -89,14 +89,15 @@ const en = {
   presetHint: 'Published configurations of common models.',
   parameters: (count: string) => `${count} parameters`,
   hfConfig: 'Hugging Face config.json',
-  hfHint: 'Paste the model’s config.json as it is; its architectures picks the head (a …ForSequenceClassification, for every model type but gpt2, trains a classifier as its problem_type says: single-label classification (a class id per sequence), regression (float scores; the default for one label) or multi_label_classification (a 0/1 target per label)). Simulated model types: gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe, smollm3, olmo2, gemma2, gemma3_text, bert, roberta, xlm-roberta.',
+  hfHint: 'Paste the model’s config.json as it is; its architectures picks the head (a …ForSequenceClassification, for every model type but gpt2, trains a classifier as its problem_type says: single-label classification (a class id per sequence), regression (float scores; the default for one label) or multi_label_classification (a 0/1 target per label)); bert, roberta and xlm-roberta also have a …ForTokenClassification (a class id per token, as for named-entity recognition). Simulated model types: gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe, smollm3, olmo2, gemma2, gemma3_text, bert, roberta, xlm-roberta.',
   hfOpen: 'Open file…',
   hfExample: 'Insert Llama 3 8B example',
   hfEmpty: 'Paste a config.json here.',
   hfNotJson: (detail: string) => `Not valid JSON: ${detail}`,
-  hfDetected: (type: string, arch: string, head: SequenceClassifierHead | null) =>
+  hfDetected: (type: string, arch: string, head: SequenceClassifierHead | TokenClassifierHead | null) =>
     `Detected ${type}${arch ? ` · ${arch}` : ''}${
       !head ? ''
+      : head.kind === 'token_classification' ? ` · ${head.numLabels} class${head.numLabels === 1 ? '' : 'es'} for every token (CrossEntropyLoss)`
       : head.problem === 'regression' ? ` · regression on ${head.numLabels} output${head.numLabels === 1 ? '' : 's'} (MSELoss)`
       : head.problem === 'multi_label_classification' ? ` · ${head.numLabels} label${head.numLabels === 1 ? '' : 's'}, multi-label (BCEWithLogitsLoss)`
       : ` · ${head.numLabels} class${head.numLabels === 1 ? '' : 'es'}, single-label (CrossEntropyLoss)`
@@ -166,7 +167,7 @@ const en = {
   gradScalerSkipped: 'GradScaler skipped steps',
   gradScalerSkippedHint: 'How many first steps GradScaler skips because their fp16 gradients overflowed. 0: every step updates.',
   lora: 'LoRA adapters (PEFT)',
-  loraHint: 'get_peft_model: the base model frozen, fp32 adapters on the named nn.Linear modules (GPT-2: Conv1D); only the adapters (and a sequence classifier’s head, which PEFT’s SEQ_CLS task keeps trainable) get gradients and optimizer state.',
+  loraHint: 'get_peft_model: the base model frozen, fp32 adapters on the named nn.Linear modules (GPT-2: Conv1D); only the adapters (and a classifier’s head, which PEFT’s SEQ_CLS and TOKEN_CLS tasks keep trainable) get gradients and optimizer state.',
   loraRank: 'Rank r',
   loraAlpha: 'lora_alpha',
   loraDropout: 'lora_dropout',
@@ -291,7 +292,7 @@ export const shell = defineMessages(en, {
   presetHint: '常见模型的公开配置。',
   parameters: (count) => `${count} 参数`,
   hfConfig: 'Hugging Face config.json',
-  hfHint: '直接粘贴模型的 config.json；其中的 architectures 决定训练哪个头（除 gpt2 外，…ForSequenceClassification 按 problem_type 训练序列分类器：单标签分类（每个序列一个类别 id）、回归（regression，浮点分数；只有一个标签时为默认）或多标签分类（multi_label_classification，每个标签一个 0/1 目标））。支持模拟的 model_type：gpt2、llama、mistral、qwen2、qwen3、phi3、mixtral、qwen3_moe、smollm3、olmo2、gemma2、gemma3_text、bert、roberta、xlm-roberta。',
+  hfHint: '直接粘贴模型的 config.json；其中的 architectures 决定训练哪个头（除 gpt2 外，…ForSequenceClassification 按 problem_type 训练序列分类器：单标签分类（每个序列一个类别 id）、回归（regression，浮点分数；只有一个标签时为默认）或多标签分类（multi_label_classification，每个标签一个 0/1 目标））；bert、roberta 和 xlm-roberta 还可以用 …ForTokenClassification 训练 token 分类器（每个 token 一个类别 id，如命名实体识别）。支持模拟的 model_type：gpt2、llama、mistral、qwen2、qwen3、phi3、mixtral、qwen3_moe、smollm3、olmo2、gemma2、gemma3_text、bert、roberta、xlm-roberta。',
   hfOpen: '打开文件…',
   hfExample: '插入 Llama 3 8B 示例',
   hfEmpty: '在此粘贴 config.json。',
@@ -299,6 +300,7 @@ export const shell = defineMessages(en, {
   hfDetected: (type, arch, head) =>
     `识别为 ${type}${arch ? ` · ${arch}` : ''}${
       !head ? ''
+      : head.kind === 'token_classification' ? ` · token 分类，每个 token ${head.numLabels} 个类别（CrossEntropyLoss）`
       : head.problem === 'regression' ? ` · 回归，${head.numLabels} 个输出（MSELoss）`
       : head.problem === 'multi_label_classification' ? ` · 多标签分类，${head.numLabels} 个标签（BCEWithLogitsLoss）`
       : ` · 单标签分类，${head.numLabels} 个类别（CrossEntropyLoss）`
@@ -367,7 +369,7 @@ export const shell = defineMessages(en, {
   gradScalerSkipped: 'GradScaler 跳过的步数',
   gradScalerSkippedHint: '开头因 fp16 梯度溢出而被 GradScaler 跳过的步数。0 表示每一步都更新。',
   lora: 'LoRA 适配器（PEFT）',
-  loraHint: 'get_peft_model：冻结基础模型，在指定的 nn.Linear 模块（GPT-2 为 Conv1D）上添加 fp32 适配器；只有适配器（以及序列分类器的分类头：PEFT 的 SEQ_CLS 任务让它保持可训练）有梯度和优化器状态。',
+  loraHint: 'get_peft_model：冻结基础模型，在指定的 nn.Linear 模块（GPT-2 为 Conv1D）上添加 fp32 适配器；只有适配器（以及分类模型的分类头：PEFT 的 SEQ_CLS 和 TOKEN_CLS 任务让它保持可训练）有梯度和优化器状态。',
   loraRank: '秩 r',
   loraAlpha: 'lora_alpha',
   loraDropout: 'lora_dropout',

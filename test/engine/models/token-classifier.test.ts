@@ -1,0 +1,119 @@
+/**
+ * Token classifiers (named-entity recognition and the like) as transformers 5.17 trains them: BertForTokenClassification,
+ * RobertaForTokenClassification and XLMRobertaForTokenClassification (engine/models/hf/config.ts `resolveEncoder`,
+ * bert.ts): the encoder without a pooler, dropout, the classifier on every token, CrossEntropyLoss on one class id
+ * per token; under LoRA, PEFT's TOKEN_CLS task keeps a trainable copy of the classifier (`modules_to_save`).
+ * test/engine/train/calibration.test.ts compares the H100 recordings (*_tok_*) event by event.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
+import { parsePlan } from '../../../engine/plan/parse.ts';
+import { simulate } from '../../../engine/train/simulate.ts';
+import { advise } from '../../../engine/search/advice.ts';
+import { loraConfigCode } from '../../../engine/models/peft/lora.ts';
+import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
+import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
+import { planGpu } from '../../../cli/gpus.ts';
+import { allocationsOf, expectAsRecorded, recording, requestsOf } from './allocations.ts';
+
+const small = (extra: Record<string, unknown> = {}) => ({
+  model_type: 'bert',
+  architectures: ['BertForTokenClassification'],
+  hidden_size: 64,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  intermediate_size: 128,
+  vocab_size: 1000,
+  ...extra,
+});
+const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
+  parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });
+
+describe('token classifiers recorded on the H100', () => {
+  it.each(['lora_roberta_base_tok_bf16_qv', 'xlm_roberta_base_tok_amp_bf16_ckpt'])("%s: the recording's parameter count, what trains under LoRA, and both peaks to the byte", (name) => {
+    expectAsRecorded(name);
+  });
+
+  it.each([
+    ['bert_base_tok_amp_bf16_adamw', 0.0002],
+    ['bert_base_tok_fp32_sgdm_eager', 0.0003],
+  ])('%s (built on the CPU): every allocation and free in order; reserved exact; with its own segment addresses, both peaks exact', (name, allocatedError) => {
+    const m = recording(name);
+    const plan = parsePlan(m.plan);
+    const snapshot = readSnapshotBytes(readFileSync(new URL(`../../fixtures/calibration/${name}.pickle.gz`, import.meta.url)));
+    const events: { action: string; addr: number; size: number }[] = [];
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+    const real = requestsOf(snapshot.trace);
+    expect(real.length).toBeGreaterThan(5000);
+    expect(requestsOf(events)).toEqual(real);
+    expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
+    // a block of 768 KiB more or less where it lands among the segments the driver placed elsewhere
+    expect(r.peak_allocated_bytes).not.toBe(m.peak_allocated_bytes);
+    expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes)).toBe(786_432);
+    expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
+    const replay = replaySnapshot(snapshot, { allocConf: '' });
+    expect(replay.firstMismatch).toBeNull();
+    expect(replay.simPeakAllocatedBytes).toBe(m.peak_allocated_bytes);
+    expect(replay.simPeakReservedBytes).toBe(m.peak_reserved_bytes);
+  });
+});
+
+describe('the head a config.json names', () => {
+  it('BertForTokenClassification, RobertaForTokenClassification, XLMRobertaForTokenClassification: num_labels classes, classifier_dropout else the hidden dropout', () => {
+    for (const [modelType, arch] of [['bert', 'BertForTokenClassification'], ['roberta', 'RobertaForTokenClassification'], ['xlm-roberta', 'XLMRobertaForTokenClassification']]) {
+      const cfg = resolveHfConfig(small({ model_type: modelType, architectures: [arch], num_labels: 9 }));
+      expect(cfg.family === 'bert' && cfg.head, arch).toEqual({ kind: 'token_classification', numLabels: 9, dropout: 0.1 });
+    }
+    const head = (extra: Record<string, unknown>) => {
+      const cfg = resolveHfConfig(small(extra));
+      return cfg.family === 'bert' ? cfg.head : null;
+    };
+    expect(head({ id2label: { 0: 'O', 1: 'B-PER', 2: 'I-PER' }, classifier_dropout: 0 })).toEqual({ kind: 'token_classification', numLabels: 3, dropout: 0 });
+    expect(head({})).toMatchObject({ numLabels: 2 });
+    expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class/);
+  });
+});
+
+describe('what a token classifier trains and allocates', () => {
+  it('no pooler; the classifier [num_labels, hidden] on every token: logits [B, T, labels], labels one class id per token', () => {
+    const all = allocationsOf(planOf(small({ num_labels: 9 })));
+    expect(all.find((a) => a.label === 'labels')!.size).toBe(4 * 32 * 8); // int64 [B, T]
+    expect(all.find((a) => a.label === 'classifier')!.size).toBe(4 * 32 * 9 * 2); // bf16 [B, T, 9]
+    expect(all.some((a) => a.label.includes('pooler'))).toBe(false);
+    expect(all.some((a) => a.label.startsWith('cls.predictions'))).toBe(false);
+  });
+
+  it('under autocast the dropout’s fp32 output lives until the forward returns, after the loss (nothing saves it: the classifier keeps its bf16 cast)', () => {
+    const all = allocationsOf(planOf(small({ num_labels: 9 }), { precision: 'amp_bf16' }));
+    const dropped = all.find((a) => a.label === 'dropout')!;
+    expect(dropped.size).toBe(4 * 32 * 64 * 4);
+    const nll = all.find((a) => a.label === 'loss')!;
+    expect(dropped.free).toBeGreaterThan(nll.alloc);
+    expect(dropped.free).toBeLessThan(all.find((a) => a.label.startsWith('grad of'))!.alloc);
+  });
+
+  it('under LoRA, PEFT’s TOKEN_CLS copy of the classifier trains (the model’s dtype); XLM-RoBERTa registers its head first (measured)', () => {
+    const lora = { r: 4, alpha: 8, target_modules: ['query', 'value'] };
+    const plan = planOf(small({ num_labels: 9 }), { lora });
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
+    const base = simulate(planOf(small({ num_labels: 9 })), { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
+    // the copy (9 x 64 + 9) and the adapters of query and value in 2 layers (2 x 2 x (4 x 64 + 64 x 4))
+    expect(r.model.parameter_count - base.model.parameter_count).toBe(9 * 64 + 9 + 2 * 2 * (4 * 64 + 64 * 4));
+    const xlmr = allocationsOf(planOf(small({ model_type: 'xlm-roberta', architectures: ['XLMRobertaForTokenClassification'], num_labels: 9 })));
+    expect(xlmr[0]).toMatchObject({ label: 'classifier.weight', size: 9 * 64 * 2 }); // the head reaches the GPU first
+  });
+
+  it('LoRA advice for a token classifier that does not fit names PEFT’s TOKEN_CLS task', () => {
+    const plan = parsePlan({
+      format: 'memplan.plan',
+      version: 1,
+      model: { hf_config: { ...small({ num_labels: 9 }), hidden_size: 1024, num_hidden_layers: 24, num_attention_heads: 16, intermediate_size: 4096, vocab_size: 30522 } },
+      training: { batch_size: 64, seq_len: 512, precision: 'fp32', optimizer: 'adamw' },
+      gpu: { memory_limit_bytes: 16 * 2 ** 30 },
+    });
+    const lora = advise(plan, { device: planGpu(plan) }).advice.find((a) => a.id === 'lora');
+    expect(lora).toMatchObject({ task_type: 'TOKEN_CLS' });
+    expect(loraConfigCode(lora as Parameters<typeof loraConfigCode>[0])).toContain('task_type="TOKEN_CLS"');
+  });
+});
