@@ -8,8 +8,10 @@ import { planGpu } from '../../../cli/gpus.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { comparableTrace } from '../../../engine/snapshot/compare.ts';
+import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
 import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import type { SimulateResult } from '../../../engine/result/simulate.ts';
 
 export interface Alloc {
   label: string;
@@ -113,4 +115,26 @@ export function expectAsRecorded(name: string, allocatedError = 0): void {
     const base = simulate(parsePlan({ ...m.plan, training: full }), { device, untilSteady: false, timelinePoints: 0, peakDetails: false });
     expect(r.model.parameter_count - base.model.parameter_count).toBe(m.model.trainable_parameter_count);
   }
+}
+
+/**
+ * A recording whose plan asks for the allocations and frees the real run made, in its order (to the teardown),
+ * while the CUDA driver placed some of its segments elsewhere (Note [cudaMalloc placement]: the host's mappings):
+ * asserts the same requests, and that the real trace replayed with its own segment addresses peaks as PyTorch did.
+ * Returns the simulation, for the caller's own bounds on its peaks.
+ */
+export function expectSameRequestsPlacedElsewhere(name: string): SimulateResult {
+  const plan = parsePlan(recording(name).plan);
+  const snapshot = readSnapshotBytes(readFileSync(new URL(`../../fixtures/calibration/${name}.pickle.gz`, import.meta.url)));
+  const events: { action: string; addr: number; size: number }[] = [];
+  const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
+  const real = requestsOf(snapshot.trace);
+  expect(real.length).toBeGreaterThan(5000);
+  expect(requestsOf(events)).toEqual(real);
+  const m = recording(name);
+  const replay = replaySnapshot(snapshot, { allocConf: '' });
+  expect(replay.firstMismatch).toBeNull();
+  expect(replay.simPeakAllocatedBytes).toBe(m.peak_allocated_bytes);
+  expect(replay.simPeakReservedBytes).toBe(m.peak_reserved_bytes);
+  return r;
 }

@@ -5,17 +5,14 @@
  * per token; under LoRA, PEFT's TOKEN_CLS task keeps a trainable copy of the classifier (`modules_to_save`).
  * test/engine/train/calibration.test.ts compares the H100 recordings (*_tok_*) event by event.
  */
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { loraConfigCode } from '../../../engine/models/peft/lora.ts';
-import { readSnapshotBytes } from '../../../engine/snapshot/snapshot.ts';
-import { replaySnapshot } from '../../../engine/snapshot/replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, expectAsRecorded, recording, requestsOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere } from './allocations.ts';
 
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'bert',
@@ -39,23 +36,12 @@ describe('token classifiers recorded on the H100', () => {
     ['bert_base_tok_amp_bf16_adamw', 0.0002],
     ['bert_base_tok_fp32_sgdm_eager', 0.0003],
   ])('%s (built on the CPU): every allocation and free in order; reserved exact; with its own segment addresses, both peaks exact', (name, allocatedError) => {
+    const r = expectSameRequestsPlacedElsewhere(name);
     const m = recording(name);
-    const plan = parsePlan(m.plan);
-    const snapshot = readSnapshotBytes(readFileSync(new URL(`../../fixtures/calibration/${name}.pickle.gz`, import.meta.url)));
-    const events: { action: string; addr: number; size: number }[] = [];
-    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false, onTrace: (action, addr, size) => events.push({ action, addr, size }) });
-    const real = requestsOf(snapshot.trace);
-    expect(real.length).toBeGreaterThan(5000);
-    expect(requestsOf(events)).toEqual(real);
     expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
     // a block of 768 KiB more or less where it lands among the segments the driver placed elsewhere
-    expect(r.peak_allocated_bytes).not.toBe(m.peak_allocated_bytes);
     expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes)).toBe(786_432);
     expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
-    const replay = replaySnapshot(snapshot, { allocConf: '' });
-    expect(replay.firstMismatch).toBeNull();
-    expect(replay.simPeakAllocatedBytes).toBe(m.peak_allocated_bytes);
-    expect(replay.simPeakReservedBytes).toBe(m.peak_reserved_bytes);
   });
 });
 
