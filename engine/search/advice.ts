@@ -111,7 +111,7 @@ function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | 'TOKEN_CLS' | null 
   if (!config) return null;
   const cfg = resolveHfConfig(config);
   if (cfg.family !== 'gpt2' && cfg.head.kind === 'sequence_classification') return 'SEQ_CLS';
-  if (cfg.family === 'bert' && cfg.head.kind === 'token_classification') return 'TOKEN_CLS';
+  if (cfg.family !== 'gpt2' && cfg.head.kind === 'token_classification') return 'TOKEN_CLS';
   return cfg.family === 'bert' ? null : 'CAUSAL_LM';
 }
 

@@ -5,7 +5,7 @@
  */
 import { indexPutAccumulateScratch } from '../../ops/indexing.ts';
 import { bceWithLogitsLoss, crossEntropy, mseLoss } from '../../ops/loss.ts';
-import { activation as pointwiseActivation } from '../../ops/pointwise.ts';
+import { activation as pointwiseActivation, dropout } from '../../ops/pointwise.ts';
 import { addScalar, addTensors, mul, mulScalar, powScalar, tanh, toDType } from '../../ops/elementwise.ts';
 import { copy } from '../../ops/matmul.ts';
 import type { Runtime } from '../../ops/runtime.ts';
@@ -13,7 +13,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec } from '../model.ts';
 import { linear } from '../../ops/linear.ts';
-import type { HfActivation, SequenceClassifierHead } from './config.ts';
+import type { HfActivation, SequenceClassifierHead, TokenClassifierHead } from './config.ts';
 
 /**
  * `ACT2FN[name](x)`. gelu/relu/silu and gelu_pytorch_tanh are one kernel each; gelu_new is NewGELUActivation's
@@ -120,14 +120,44 @@ export function classificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, 
 }
 
 /**
- * A decoder classifier's `score` (nn.Linear, no bias) and, under LoRA, PEFT's SEQ_CLS `modules_to_save` copy of it
+ * A decoder classifier's `score` (nn.Linear: no bias for a sequence classifier, a bias for a token classifier unless
+ * `token_classification_bias` is false) and, under LoRA, PEFT's SEQ_CLS or TOKEN_CLS `modules_to_save` copy of it
  * (the model's dtype, after the frozen original, which keeps its name as `training.freeze` patterns see it): the
- * parameters, and the weight the forward reads.
+ * parameters, and the weight and bias the forward reads.
  */
-export function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean): { params: ParameterSpec[]; weight: string } {
-  const params: ParameterSpec[] = [{ name: 'score.weight', shape: [numLabels, hidden], dtype }];
-  if (lora) params.push({ name: 'score.modules_to_save.default.weight', shape: [numLabels, hidden], dtype, savedModule: true });
-  return { params, weight: lora ? 'score.modules_to_save.default.weight' : 'score.weight' };
+export function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean, bias: boolean): { params: ParameterSpec[]; weight: string; bias: string | null } {
+  const module = (prefix: string, savedModule: boolean): ParameterSpec[] => [
+    { name: `${prefix}.weight`, shape: [numLabels, hidden], dtype, savedModule },
+    ...(bias ? [{ name: `${prefix}.bias`, shape: [numLabels], dtype, savedModule }] : []),
+  ];
+  const trained = lora ? 'score.modules_to_save.default' : 'score';
+  return { params: [...module('score', false), ...(lora ? module(trained, true) : [])], weight: `${trained}.weight`, bias: bias ? `${trained}.bias` : null };
+}
+
+/**
+ * GenericForTokenClassification's tail, from the model's final hidden states: dropout, `score` on every token, and
+ * ForTokenClassification's loss (`logits.view(-1, num_labels)`, `labels.view(-1)`, `logits.float()`, then
+ * cross_entropy; its locals die as it returns). As the forward returns, its locals die in the order first assigned:
+ * `outputs` (the hidden states, then the cache), `sequence_output` (the dropout's output, which under autocast
+ * nothing saves: `score` keeps its cast); then the output object with the logits, once `.loss` is read.
+ */
+export function decoderTokenClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, scoreBias: Tensor | null, labels: Tensor, head: TokenClassifierHead, cache: Tensor[]): Tensor {
+  const { cuda, autograd } = rt;
+  const dropped = dropout(rt, hidden, head.dropout, 'dropout');
+  const logits = linear(rt, dropped, scoreWeight, scoreBias, 'score');
+  const [b, t, n] = logits.shape as [number, number, number];
+  const flat = autograd.view('ViewBackward0', logits, [b * t, n]);
+  const target = cuda.view(labels, [b * t]);
+  const upcast = toDType(rt, flat, 'float32', 'logits.float()');
+  cuda.release(flat);
+  const loss = crossEntropy(rt, upcast, target);
+  cuda.release(upcast);
+  cuda.release(target);
+  cuda.release(hidden);
+  for (const x of cache.splice(0)) cuda.release(x);
+  cuda.release(dropped);
+  cuda.release(logits);
+  return loss;
 }
 
 /**

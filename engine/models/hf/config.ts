@@ -73,7 +73,7 @@ export interface LlamaConfig {
    * What the model trains: the causal LM, or (`architectures` naming `<Model>ForSequenceClassification`) the
    * `score` layer read at each sequence's last token that is not padding (config.ts `decoderHead`).
    */
-  head: { kind: 'causal_lm' } | SequenceClassifierHead;
+  head: { kind: 'causal_lm' } | SequenceClassifierHead | TokenClassifierHead;
 }
 
 /**
@@ -90,8 +90,10 @@ export type ProblemType = (typeof PROBLEM_TYPES)[number];
 export interface TokenClassifierHead {
   kind: 'token_classification';
   numLabels: number;
-  /** `classifier_dropout`, else the hidden dropout. */
+  /** `classifier_dropout`, else the hidden dropout (a decoder's `hidden_dropout`, else 0.1). */
   dropout: number;
+  /** Whether the classifier has a bias: BERT's always; a decoder's `score` as `token_classification_bias` says (default true). */
+  bias: boolean;
 }
 
 export interface SequenceClassifierHead {
@@ -324,12 +326,16 @@ function padTokenId(raw: Record<string, unknown>, fallback: number | null): numb
 }
 
 /**
- * The head of a decoder (`GenericForSequenceClassification`, modeling_layers.py): a causal LM, or when
- * `architectures` names `<Model>ForSequenceClassification`, the `score` layer on every position and the logits
- * of each sequence's last token that is not padding (which needs `pad_token_id`: with none, transformers raises
- * "Cannot handle batch sizes > 1 if no padding token is defined.").
+ * The head of a decoder (modeling_layers.py): a causal LM; when `architectures` names `<Model>ForSequenceClassification`
+ * (GenericForSequenceClassification), the `score` layer on every position and the logits of each sequence's last
+ * token that is not padding (which needs `pad_token_id`: with none, transformers raises "Cannot handle batch sizes
+ * > 1 if no padding token is defined."); when it names `<Model>ForTokenClassification` (GenericForTokenClassification,
+ * where transformers 5.17 has one: `tokenClassifier` null where it has none), dropout and `score` on every token.
  */
-function decoderHead(raw: Record<string, unknown>, classifier: string): LlamaConfig['head'] {
+function decoderHead(raw: Record<string, unknown>, classifier: string, tokenClassifier: string | null): LlamaConfig['head'] {
+  if (tokenClassifier !== null && firstArchitecture(raw) === tokenClassifier) {
+    return { kind: 'token_classification', numLabels: labelCount(raw), dropout: prob(raw, 'classifier_dropout', prob(raw, 'hidden_dropout', 0.1)), bias: bool(raw, 'token_classification_bias', true) };
+  }
   if (firstArchitecture(raw) !== classifier) return { kind: 'causal_lm' };
   const head = classifierHead(raw);
   if (padTokenId(raw, null) === null) {
@@ -376,7 +382,7 @@ function resolveEncoder(raw: Record<string, unknown>, modelType: BertConfig['mod
     typeVocabSize: int(raw, 'type_vocab_size', 2),
     tieWordEmbeddings: bool(raw, 'tie_word_embeddings', true),
     head: architecture === classifier ? sequenceClassification(raw, hiddenDropout)
-      : architecture === tokenClassifier ? { kind: 'token_classification', numLabels: labelCount(raw), dropout: prob(raw, 'classifier_dropout', hiddenDropout) }
+      : architecture === tokenClassifier ? { kind: 'token_classification', numLabels: labelCount(raw), dropout: prob(raw, 'classifier_dropout', hiddenDropout), bias: true }
       : { kind: 'masked_lm' },
     positionOffset,
   };
@@ -444,7 +450,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       const model = { llama: 'Llama', mistral: 'Mistral', qwen2: 'Qwen2', qwen3: 'Qwen3', phi3: 'Phi3' }[modelType];
       // sequence classifiers: GenericForSequenceClassification, the same code for every decoder
       const classifier = `${model}ForSequenceClassification`;
-      checkArchitectures(raw, [`${model}ForCausalLM`, classifier]);
+      checkArchitectures(raw, [`${model}ForCausalLM`, classifier, `${model}ForTokenClassification`]);
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
@@ -475,7 +481,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         noRopeLayers: [],
         normAfter: false,
         moe: null,
-        head: decoderHead(raw, classifier),
+        head: decoderHead(raw, classifier, `${model}ForTokenClassification`),
       };
     }
     case 'mixtral':
@@ -521,7 +527,9 @@ function optionalPositive(raw: Record<string, unknown>, key: string, fallback: n
 function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma3_text'): GemmaConfig {
   const g3 = modelType === 'gemma3_text';
   const classifier = g3 ? 'Gemma3TextForSequenceClassification' : 'Gemma2ForSequenceClassification';
-  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM', classifier]);
+  // transformers 5.17 has no Gemma3TextForTokenClassification (measured)
+  const tokenClassifier = g3 ? null : 'Gemma2ForTokenClassification';
+  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM', classifier, ...(tokenClassifier ? [tokenClassifier] : [])]);
   if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
     throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
   }
@@ -564,7 +572,7 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
     finalSoftcap: optionalPositive(raw, 'final_logit_softcapping', g3 ? null : 30),
     useCache: bool(raw, 'use_cache', true),
     qkNorm: g3,
-    head: decoderHead(raw, classifier),
+    head: decoderHead(raw, classifier, tokenClassifier),
   };
 }
 
@@ -596,7 +604,7 @@ function llamaFamilyFields(raw: Record<string, unknown>, headDim: number) {
  * a layer, which its in-place mul would save).
  */
 function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['MixtralForCausalLM', 'MixtralForSequenceClassification']);
+  checkArchitectures(raw, ['MixtralForCausalLM', 'MixtralForSequenceClassification', 'MixtralForTokenClassification']);
   checkMoeTraining(raw, 'MixtralForCausalLM');
   const jitter = read(raw, 'router_jitter_noise');
   if (jitter !== undefined && jitter !== null && jitter !== 0) {
@@ -628,7 +636,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     slidingWindow: window === undefined || window === null ? null : int(raw, 'sliding_window', null),
     qkNorm: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
-    head: decoderHead(raw, 'MixtralForSequenceClassification'),
+    head: decoderHead(raw, 'MixtralForSequenceClassification', 'MixtralForTokenClassification'),
   };
 }
 
@@ -641,7 +649,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
  * model has none).
  */
 function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['SmolLM3ForCausalLM', 'SmolLM3ForSequenceClassification']);
+  checkArchitectures(raw, ['SmolLM3ForCausalLM', 'SmolLM3ForSequenceClassification', 'SmolLM3ForTokenClassification']);
   // num_key_value_heads: 4 by default, the attention heads when the config gives null (`__post_init__`)
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, read(raw, 'num_key_value_heads') === null ? null : 4, null);
   const layers = int(raw, 'num_hidden_layers', 36);
@@ -683,7 +691,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: false,
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
     moe: null,
-    head: decoderHead(raw, 'SmolLM3ForSequenceClassification'),
+    head: decoderHead(raw, 'SmolLM3ForSequenceClassification', 'SmolLM3ForTokenClassification'),
   };
 }
 
@@ -713,7 +721,8 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: true,
     normAfter: true,
     moe: null,
-    head: decoderHead(raw, 'Olmo2ForSequenceClassification'),
+    // transformers 5.17 has no Olmo2ForTokenClassification (measured)
+    head: decoderHead(raw, 'Olmo2ForSequenceClassification', null),
   };
 }
 
@@ -745,7 +754,7 @@ function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
  * false, 128 experts, 8 a token); the published models set norm_topk_prob true.
  */
 function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['Qwen3MoeForCausalLM', 'Qwen3MoeForSequenceClassification']);
+  checkArchitectures(raw, ['Qwen3MoeForCausalLM', 'Qwen3MoeForSequenceClassification', 'Qwen3MoeForTokenClassification']);
   checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 32, 4, null);
   // attribute_map: `num_experts` is stored as `num_local_experts`; a config.json may give either
@@ -781,6 +790,6 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: true,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
-    head: decoderHead(raw, 'Qwen3MoeForSequenceClassification'),
+    head: decoderHead(raw, 'Qwen3MoeForSequenceClassification', 'Qwen3MoeForTokenClassification'),
   };
 }

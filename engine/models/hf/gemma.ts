@@ -26,7 +26,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, positionIds, scoreParameters, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, decoderClassifierLoss, decoderTokenClassifierLoss, hfActivation, positionIds, scoreParameters, tokenClassifiedInputs, tokenInputs } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { applyRotary, rotaryCosSin } from './rotary.ts';
@@ -68,7 +68,9 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     p(`model.rotary_emb.${kind ? `${kind}_` : ''}original_inv_freq`, [hd / 2], 'float32', true);
   }
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
-  const score = classifier ? scoreParameters(classifier.numLabels, cfg.hidden, dtype, tuning.lora !== null) : null;
+  const tokenClassifier = cfg.head.kind === 'token_classification' ? cfg.head : null;
+  const head = classifier ?? tokenClassifier;
+  const score = head ? scoreParameters(head.numLabels, cfg.hidden, dtype, tuning.lora !== null, tokenClassifier?.bias ?? false) : null;
   if (score) params.push(...score.params);
   else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
@@ -261,7 +263,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -296,6 +298,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       for (const x of [sliding, full, positions, inputsEmbeds]) cuda.release(x);
       // a classifier has no final soft-capping: that is Gemma's causal LM's
       if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
+      if (tokenClassifier && score) return decoderTokenClassifierLoss(rt, hidden, w(score.weight), score.bias ? w(score.bias) : null, labels!, tokenClassifier, cache);
       let logits = proj(rt, hidden, lmHead);
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`

@@ -26,7 +26,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, decoderClassifierLoss, hfActivation, positionIds, scoreParameters, tokenInputs } from './common.ts';
+import { causalLmLoss, classifiedInputs, decoderClassifierLoss, decoderTokenClassifierLoss, hfActivation, positionIds, scoreParameters, tokenClassifiedInputs, tokenInputs } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -85,7 +85,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   params.push({ name: 'model.rotary_emb.inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
-  const score = classifier ? scoreParameters(classifier.numLabels, cfg.hidden, dtype, tuning.lora !== null) : null;
+  const tokenClassifier = cfg.head.kind === 'token_classification' ? cfg.head : null;
+  const head = classifier ?? tokenClassifier;
+  const score = head ? scoreParameters(head.numLabels, cfg.hidden, dtype, tuning.lora !== null, tokenClassifier?.bias ?? false) : null;
   if (score) params.push(...score.params);
   else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
@@ -400,7 +402,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];
@@ -417,6 +419,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       // LlamaModel.forward returns: its locals die
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
       if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
+      if (tokenClassifier && score) return decoderTokenClassifierLoss(rt, hidden, w(score.weight), score.bias ? w(score.bias) : null, labels!, tokenClassifier, cache);
       const logits = proj(rt, hidden, lmHead);
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);

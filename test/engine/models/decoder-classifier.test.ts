@@ -73,7 +73,7 @@ describe('the head a decoder config.json names', () => {
   it('needs pad_token_id (transformers raises for batches of more than one without it)', () => {
     expect(() => resolveHfConfig(small({ pad_token_id: null }))).toThrow(/^model\.hf_config\.pad_token_id: Qwen3ForSequenceClassification finds each sequence's last token by its padding token/);
     expect(() => resolveHfConfig(small({ pad_token_id: -1 }))).toThrow(/^model\.hf_config\.pad_token_id: must be a token id/);
-    expect(() => resolveHfConfig(small({ architectures: ['Qwen3ForTokenClassification'] }))).toThrow(/^model\.hf_config\.architectures: "Qwen3ForTokenClassification" is not simulated yet; memplan trains Qwen3ForCausalLM or Qwen3ForSequenceClassification/);
+    expect(() => resolveHfConfig(small({ architectures: ['Qwen3ForQuestionAnswering'] }))).toThrow(/^model\.hf_config\.architectures: "Qwen3ForQuestionAnswering" is not simulated yet; memplan trains Qwen3ForCausalLM or Qwen3ForSequenceClassification or Qwen3ForTokenClassification for this model_type$/);
   });
 
   it('every decoder family has its classifier (GenericForSequenceClassification in transformers 5.17)', () => {

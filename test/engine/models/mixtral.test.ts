@@ -202,7 +202,7 @@ describe('Mixtral configs', () => {
     expect(bad({ num_experts_per_tok: 9 })).toThrow(/model\.hf_config\.num_experts_per_tok: must be at most num_local_experts \(8\), got 9/);
     expect(bad({ num_local_experts: 0 })).toThrow(/model\.hf_config\.num_local_experts: must be a positive integer/);
     expect(bad({ num_key_value_heads: 3 })).toThrow(/model\.hf_config\.num_key_value_heads: must divide num_attention_heads/);
-    expect(bad({ architectures: ['MixtralForTokenClassification'] })).toThrow(/model\.hf_config\.architectures: "MixtralForTokenClassification" is not simulated yet/);
+    expect(bad({ architectures: ['MixtralForQuestionAnswering'] })).toThrow(/model\.hf_config\.architectures: "MixtralForQuestionAnswering" is not simulated yet/);
     expect(bad({ sliding_window: 'long' })).toThrow(/model\.hf_config\.sliding_window: must be a positive integer/);
     // a config.json may choose the experts implementation (PretrainedConfig pops `experts_implementation`)
     expect(bad({ experts_implementation: 'eager' })).toThrow(/model\.hf_config\.experts_implementation: "eager" is not simulated yet: memplan simulates transformers' default, "grouped_mm"/);

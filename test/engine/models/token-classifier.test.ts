@@ -49,13 +49,13 @@ describe('the head a config.json names', () => {
   it('BertForTokenClassification, RobertaForTokenClassification, XLMRobertaForTokenClassification: num_labels classes, classifier_dropout else the hidden dropout', () => {
     for (const [modelType, arch] of [['bert', 'BertForTokenClassification'], ['roberta', 'RobertaForTokenClassification'], ['xlm-roberta', 'XLMRobertaForTokenClassification']]) {
       const cfg = resolveHfConfig(small({ model_type: modelType, architectures: [arch], num_labels: 9 }));
-      expect(cfg.family === 'bert' && cfg.head, arch).toEqual({ kind: 'token_classification', numLabels: 9, dropout: 0.1 });
+      expect(cfg.family === 'bert' && cfg.head, arch).toEqual({ kind: 'token_classification', numLabels: 9, dropout: 0.1, bias: true });
     }
     const head = (extra: Record<string, unknown>) => {
       const cfg = resolveHfConfig(small(extra));
       return cfg.family === 'bert' ? cfg.head : null;
     };
-    expect(head({ id2label: { 0: 'O', 1: 'B-PER', 2: 'I-PER' }, classifier_dropout: 0 })).toEqual({ kind: 'token_classification', numLabels: 3, dropout: 0 });
+    expect(head({ id2label: { 0: 'O', 1: 'B-PER', 2: 'I-PER' }, classifier_dropout: 0 })).toEqual({ kind: 'token_classification', numLabels: 3, dropout: 0, bias: true });
     expect(head({})).toMatchObject({ numLabels: 2 });
     expect(() => head({ id2label: {} })).toThrow(/^model\.hf_config\.id2label: names no class/);
   });
@@ -101,5 +101,64 @@ describe('what a token classifier trains and allocates', () => {
     const lora = advise(plan, { device: planGpu(plan) }).advice.find((a) => a.id === 'lora');
     expect(lora).toMatchObject({ task_type: 'TOKEN_CLS' });
     expect(loraConfigCode(lora as Parameters<typeof loraConfigCode>[0])).toContain('task_type="TOKEN_CLS"');
+  });
+});
+
+describe('decoder token classifiers (GenericForTokenClassification)', () => {
+  const llama = (extra: Record<string, unknown> = {}) => ({
+    model_type: 'llama',
+    architectures: ['LlamaForTokenClassification'],
+    hidden_size: 64,
+    intermediate_size: 128,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    vocab_size: 1000,
+    num_labels: 5,
+    ...extra,
+  });
+
+  it.each(['llama_4l_tok_bf16_adamw', 'gemma2_4l_tok_bf16_adamw'])("%s: the recording's parameter count and both peaks to the byte", (name) => {
+    expectAsRecorded(name);
+  });
+
+  it('lora_qwen3_4l_tok_amp_bf16_ckpt (built on the CPU): every allocation and free in order and both peaks exact; a small segment the driver placed elsewhere comes one request later', () => {
+    const r = expectSameRequestsPlacedElsewhere('lora_qwen3_4l_tok_amp_bf16_ckpt');
+    const m = recording('lora_qwen3_4l_tok_amp_bf16_ckpt');
+    expect([r.peak_allocated_bytes, r.peak_reserved_bytes]).toEqual([m.peak_allocated_bytes, m.peak_reserved_bytes]);
+  });
+
+  it('every family transformers 5.17 gives one (measured: not OLMo 2, not Gemma 3 text); dropout classifier_dropout, else hidden_dropout, else 0.1; score with a bias unless token_classification_bias is false', () => {
+    const families: [string, string][] = [
+      ['llama', 'Llama'], ['mistral', 'Mistral'], ['qwen2', 'Qwen2'], ['qwen3', 'Qwen3'], ['phi3', 'Phi3'],
+      ['mixtral', 'Mixtral'], ['qwen3_moe', 'Qwen3Moe'], ['smollm3', 'SmolLM3'], ['gemma2', 'Gemma2'],
+    ];
+    for (const [modelType, model] of families) {
+      const cfg = resolveHfConfig({ model_type: modelType, architectures: [`${model}ForTokenClassification`], num_labels: 4 });
+      expect(cfg.family !== 'gpt2' && cfg.head, model).toEqual({ kind: 'token_classification', numLabels: 4, dropout: 0.1, bias: true });
+    }
+    expect(() => resolveHfConfig({ model_type: 'olmo2', architectures: ['Olmo2ForTokenClassification'] })).toThrow(/architectures: "Olmo2ForTokenClassification" is not simulated yet/);
+    const head = (extra: Record<string, unknown>) => {
+      const cfg = resolveHfConfig(llama(extra));
+      return cfg.family === 'llama' ? cfg.head : null;
+    };
+    expect(head({ hidden_dropout: 0.2 })).toMatchObject({ dropout: 0.2 });
+    expect(head({ hidden_dropout: 0.2, classifier_dropout: 0 })).toMatchObject({ dropout: 0 });
+    expect(head({ token_classification_bias: false })).toMatchObject({ bias: false });
+    // no padding token needed: every token is scored
+    expect(head({ pad_token_id: null })).toMatchObject({ kind: 'token_classification' });
+  });
+
+  it('the logits [B, T, labels] are upcast to fp32 for the loss (a bf16 model); score’s bias is a parameter, and under LoRA its copy trains with the weight', () => {
+    const all = allocationsOf(planOf(llama()));
+    expect(all.find((a) => a.label === 'labels')!.size).toBe(4 * 32 * 8);
+    expect(all.find((a) => a.label === 'score')!.size).toBe(4 * 32 * 5 * 2);
+    expect(all.find((a) => a.label === 'logits.float()')!.size).toBe(4 * 32 * 5 * 4);
+    expect(all.some((a) => a.label === 'lm_head')).toBe(false);
+    const sizes = (plan: ReturnType<typeof planOf>) => simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false }).model.parameter_count;
+    expect(sizes(planOf(llama())) - sizes(planOf(llama({ token_classification_bias: false })))).toBe(5);
+    const lora = { r: 4, alpha: 8, target_modules: ['q_proj', 'v_proj'] };
+    // score's copy (5 x 64 + 5) and the adapters of q_proj (64 -> 64) and v_proj (64 -> 32) in 2 layers
+    expect(sizes(planOf(llama(), { lora })) - sizes(planOf(llama()))).toBe(5 * 64 + 5 + 2 * (4 * 64 + 64 * 4) + 2 * (4 * 64 + 32 * 4));
   });
 });

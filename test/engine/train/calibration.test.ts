@@ -135,6 +135,10 @@ const EXACT = [
   // under autocast kept by `sequence_output` until the forward returns; XLM-RoBERTa's head registered first
   'lora_roberta_base_tok_bf16_qv',
   'xlm_roberta_base_tok_amp_bf16_ckpt',
+  // the decoders' (GenericForTokenClassification): dropout, `score` with a bias, ForTokenClassification's
+  // `logits.float()`; the cache dies with the base model's output, before the dropout's output
+  'llama_4l_tok_bf16_adamw',
+  'gemma2_4l_tok_bf16_adamw',
   // RoBERTa and XLM-RoBERTa: position ids counted from the padding token, their heads (XLM-RoBERTa's moved first)
   'roberta_base_amp_bf16_adamw',
   'roberta_base_cls_bf16_adamw',
