@@ -92,6 +92,8 @@ export function notApplicableText(n: NotApplicable): string {
       return `${name}: the plan fits as it is (LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit)`;
     case 'not_simulated':
       return `${name}: not simulated for this model yet${n.message ? ` (${n.message})` : ''}`;
+    case 'fails_in_pytorch':
+      return `${name}: PyTorch fails the step it makes${n.message ? ` (${n.message})` : ''}`;
     case 'no_default_targets':
       return `${name}: advised only for the models with default target modules (PEFT's; where it has none, q_proj and v_proj; for phi3, its fused qkv_proj): ${LORA_MODEL_TYPES.join(', ')}`;
     case 'needs_amp_bf16':

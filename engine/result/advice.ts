@@ -88,6 +88,8 @@ export const NOT_APPLICABLE_REASONS = [
   'no_larger_batch',
   /** The engine cannot simulate this change for this model yet (`message` says why). */
   'not_simulated',
+  /** PyTorch fails the step this change makes (`message` says how: a regression head on bf16 weights). */
+  'fails_in_pytorch',
   /** The plan fits as it is: a change of what is trained (LoRA) is not advised for memory it does not need. */
   'plan_fits',
   /** LoRA: PEFT has no default target modules for this model (LoRA is advised with PEFT's defaults only). */

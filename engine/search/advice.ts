@@ -17,7 +17,7 @@ import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
-import { resolveHfConfig } from '../models/hf/config.ts';
+import { checkHeadPrecision, resolveHfConfig } from '../models/hf/config.ts';
 import { PRESETS } from '../models/presets.ts';
 import { bytesPerSample, findMaxBatch, fitsBySearch, largestBatch, type SearchStart } from './max-batch.ts';
 
@@ -46,7 +46,7 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
   const t = plan.training;
   const variants: Variant[] = [];
   const notApplicable: NotApplicable[] = [];
-  const skip = (id: AdviceId, reason_id: NotApplicable['reason_id']) => notApplicable.push({ id, reason_id });
+  const skip = (id: AdviceId, reason_id: NotApplicable['reason_id'], message?: string) => notApplicable.push({ id, reason_id, ...(message ? { message } : {}) });
   const bf16 = gpu === undefined || hasBf16Arithmetic(gpu);
 
   if (t.precision !== 'fp32') skip('amp_bf16', 'already_set');
@@ -58,6 +58,7 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
   if (t.precision === 'bf16' || t.precision === 'fp16') skip('bf16_weights', 'already_set');
   else if (!bf16) skip('bf16_weights', 'gpu_without_bf16');
   else if (t.precision !== 'amp_bf16') skip('bf16_weights', 'needs_amp_bf16');
+  else if (bf16Fails(plan)) skip('bf16_weights', 'fails_in_pytorch', bf16Fails(plan)!);
   else variants.push({ id: 'bf16_weights', params: { lora: t.lora !== undefined, hugging_face: hfModelType(plan) !== null }, plan: withTraining(plan, { precision: 'bf16' }) });
 
   if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
@@ -89,6 +90,18 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
   if (t.attention === 'eager') variants.push({ id: 'sdpa', params: {}, plan: withTraining(plan, { attention: 'sdpa' }) });
   else skip('sdpa', 'already_set');
   return { variants, not_applicable: notApplicable };
+}
+
+/** Why PyTorch would fail the plan's step with bf16 weights (`checkHeadPrecision`: a regression head), or null. */
+function bf16Fails(plan: Plan): string | null {
+  const config = hfConfigOf(plan);
+  try {
+    if (config) checkHeadPrecision(resolveHfConfig(config), 'bf16');
+    return null;
+  } catch (error) {
+    if (error instanceof InputError) return error.message;
+    throw error;
+  }
 }
 
 /** The Hugging Face `model_type` of a plan's model (pasted config.json or preset); null for layer lists and torchvision. */

@@ -82,8 +82,9 @@ def _train(job: dict, directory: str) -> None:
     build = mm.build_workload
 
     def built_from_checkpoint(plan: dict, training: dict):
+        before = len(loaded)
         workload = build(plan, training)
-        if "hf_config" in plan["model"] and not loaded:
+        if "hf_config" in plan["model"] and len(loaded) == before:
             raise RuntimeError(f"the model was not loaded from {directory} with from_pretrained: memplan_measure.py built it another way")
         return workload
 

@@ -25,7 +25,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, gradCopies, splitHeads } from './attention.ts';
-import { classificationLoss, classifiedInputs, hfActivation, tokenClassifiedInputs, tokenInputs } from './common.ts';
+import { classificationLoss, headInputs, hfActivation } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -309,7 +309,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     parameters: params,
     optimizerOrder,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];

@@ -1,7 +1,8 @@
 /**
  * Pieces every Hugging Face model here shares (transformers 5.x): `ACT2FN` activations, the causal-LM loss
- * (`loss/loss_utils.py` ForCausalLMLoss), and the model's inputs as memplan's measurement script makes them
- * (`torch.randint(vocab, (B, T))`, used as `input_ids` and `labels`).
+ * (`loss/loss_utils.py` ForCausalLMLoss), the classifier heads' tails and losses (sequence classification as
+ * `problem_type` says, token classification), and the model's inputs as memplan's measurement script makes them
+ * (`torch.randint(vocab, (B, T))`, used as `input_ids` and `labels`; a classifier's labels after them).
  */
 import { indexPutAccumulateScratch } from '../../ops/indexing.ts';
 import { bceWithLogitsLoss, crossEntropy, mseLoss } from '../../ops/loss.ts';
@@ -93,6 +94,13 @@ export function classifiedInputs(rt: Runtime, batch: number, seqLen: number, hea
     ? rt.cuda.empty([batch], 'int64', 'labels', 'input')
     : rt.cuda.empty(head.problem === 'regression' && head.numLabels === 1 ? [batch] : [batch, head.numLabels], 'float32', 'labels', 'input');
   return [ids!, labels];
+}
+
+/** A model's micro-batch for its head: the ids, then a classifier's labels. */
+export function headInputs(rt: Runtime, batch: number, seqLen: number, head: { kind: 'causal_lm' | 'masked_lm' } | SequenceClassifierHead | TokenClassifierHead): Tensor[] {
+  if (head.kind === 'sequence_classification') return classifiedInputs(rt, batch, seqLen, head);
+  if (head.kind === 'token_classification') return tokenClassifiedInputs(rt, batch, seqLen);
+  return tokenInputs(rt, batch, seqLen);
 }
 
 /** A token classifier's micro-batch: the ids, then one class id per token (`torch.randint(num_labels, (B, T))`). */

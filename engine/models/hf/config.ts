@@ -71,7 +71,8 @@ export interface LlamaConfig {
   moe: MoeConfig | null;
   /**
    * What the model trains: the causal LM, or (`architectures` naming `<Model>ForSequenceClassification`) the
-   * `score` layer read at each sequence's last token that is not padding (config.ts `decoderHead`).
+   * `score` layer read at each sequence's last token that is not padding, or (`<Model>ForTokenClassification`) the
+   * `score` layer on every token (config.ts `decoderHead`).
    */
   head: { kind: 'causal_lm' } | SequenceClassifierHead | TokenClassifierHead;
 }
@@ -151,7 +152,7 @@ export interface GemmaConfig {
   useCache: boolean;
   /** Gemma 3: q_norm and k_norm over each head (weight [head_dim]). */
   qkNorm: boolean;
-  /** The causal LM, or a sequence classifier (`decoderHead`: the final soft-capping is the causal LM's alone). */
+  /** The causal LM, or a sequence or token classifier (`decoderHead`: the final soft-capping is the causal LM's alone). */
   head: LlamaConfig['head'];
 }
 
@@ -252,8 +253,8 @@ function attentionShape(raw: Record<string, unknown>, hiddenDefault: number, hea
 
 /**
  * The heads memplan trains for a model type: causal LM for decoders, masked LM for the encoders, a sequence
- * classifier for either, a token classifier for the encoders; `architectures`, when given, must name one of them
- * (its first class picks the head).
+ * classifier and (where transformers has one) a token classifier for either; `architectures`, when given, must name
+ * one of them (its first class picks the head).
  */
 function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
   const archs = read(raw, 'architectures');
@@ -448,7 +449,8 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         phi3: { vocab: 32064, hidden: 3072, intermediate: 8192, layers: 32, heads: 32, kv: null, positions: 4096, headDim: null },
       }[modelType];
       const model = { llama: 'Llama', mistral: 'Mistral', qwen2: 'Qwen2', qwen3: 'Qwen3', phi3: 'Phi3' }[modelType];
-      // sequence classifiers: GenericForSequenceClassification, the same code for every decoder
+      // sequence and token classifiers: GenericForSequenceClassification and GenericForTokenClassification, the same
+      // code for every decoder
       const classifier = `${model}ForSequenceClassification`;
       checkArchitectures(raw, [`${model}ForCausalLM`, classifier, `${model}ForTokenClassification`]);
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);

@@ -15,6 +15,8 @@
  * (`create_causal_mask` for global layers, `create_sliding_window_causal_mask` for sliding ones); the rotary cos/sin
  * (Gemma 3: one pair per kind of layer in `config.layer_types`, `set(...)` of them); the layers; the final norm;
  * lm_head; the final logit soft-capping; ForCausalLMLoss. Both scale the embedding inside the embedding module.
+ * Gemma2ForSequenceClassification and Gemma3TextForSequenceClassification, and Gemma2ForTokenClassification, run
+ * `score` instead of lm_head, without the soft-capping (common.ts `decoderClassifierLoss`, `decoderTokenClassifierLoss`).
  */
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, meanLastDim, mul, mulScalar, powScalar, rsqrt, tanh, toDType } from '../../ops/elementwise.ts';
@@ -26,7 +28,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, decoderClassifierLoss, decoderTokenClassifierLoss, hfActivation, positionIds, scoreParameters, tokenClassifiedInputs, tokenInputs } from './common.ts';
+import { causalLmLoss, decoderClassifierLoss, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds, scoreParameters } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { applyRotary, rotaryCosSin } from './rotary.ts';
@@ -263,7 +265,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];

@@ -4,7 +4,9 @@
  * `Qwen3MoeForCausalLM` (Qwen3's attention, Mixtral's model with its own router), `SmolLM3ForCausalLM`
  * (Llama's, with no rotary embedding in its NoPE layers) and `Olmo2ForCausalLM` (norms after attention and the
  * MLP: LlamaConfig.normAfter) (transformers 5.17
- * modeling_llama.py and the models generated from it) trained as `model(input_ids=ids, labels=ids).loss`.
+ * modeling_llama.py and the models generated from it) trained as `model(input_ids=ids, labels=ids).loss`, or their
+ * `…ForSequenceClassification` and `…ForTokenClassification` as `model(input_ids=ids, labels=labels).loss` (`score`
+ * instead of lm_head: common.ts `decoderClassifierLoss`, `decoderTokenClassifierLoss`).
  * Parameters in `Module._apply` order: embed_tokens, per layer self_attn (q, k, v, o projections; Qwen2 with q/k/v
  * biases; Qwen3 and Qwen3-MoE then q_norm and k_norm; Phi-3 o_proj then the fused qkv_proj), mlp (gate, up, down;
  * Phi-3 gate_up, down; Mixtral gate (the router), experts.gate_up_proj, experts.down_proj; Qwen3-MoE the experts'
@@ -26,7 +28,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, classifiedInputs, decoderClassifierLoss, decoderTokenClassifierLoss, hfActivation, positionIds, scoreParameters, tokenClassifiedInputs, tokenInputs } from './common.ts';
+import { causalLmLoss, decoderClassifierLoss, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds, scoreParameters } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
@@ -402,7 +404,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tensors: weights,
-    makeInputs: (rt, batch) => (classifier ? classifiedInputs(rt, batch, seqLen, classifier) : tokenClassifier ? tokenClassifiedInputs(rt, batch, seqLen) : tokenInputs(rt, batch, seqLen)),
+    makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {
       const { cuda } = rt;
       const [b, t] = ids!.shape as [number, number];

@@ -161,6 +161,7 @@ const en = {
   rWhyNoLargerBatch: 'does not allow a larger effective batch (searched)',
   rWhyPlanFits: 'the plan fits as it is; LoRA changes what is trained, so it is advised only for a full fine-tune that does not fit',
   rWhyNotSimulated: (detail: string) => `not simulated for this model yet${detail ? ` (${detail})` : ''}`,
+  rWhyFailsInPytorch: (detail: string) => `PyTorch fails the step it makes${detail ? ` (${detail})` : ''}`,
   rWhyLoraModels: (modelTypes: readonly string[]) => `advised only for the models with default target modules (PEFT’s; where it has none, q_proj and v_proj; for Phi-3, its fused qkv_proj): ${modelTypes.join(', ')}`,
 
   // Notes
@@ -392,6 +393,7 @@ const zh = {
   rWhyNoLargerBatch: '搜索结果：等效批量大小没有变大',
   rWhyPlanFits: '方案本身放得下；LoRA 改变的是训练哪些参数，只在全参数微调放不下时才建议',
   rWhyNotSimulated: (detail: string) => `这个模型暂不支持模拟这项改动${detail ? `（${detail}）` : ''}`,
+  rWhyFailsInPytorch: (detail: string) => `这项改动会让 PyTorch 的训练步骤报错${detail ? `（${detail}）` : ''}`,
   rWhyLoraModels: (modelTypes: readonly string[]) => `只为有默认 target_modules 的模型建议（PEFT 的默认值；没有默认值的用 q_proj 和 v_proj，Phi-3 用融合的 qkv_proj）：${modelTypes.join('、')}`,
 
   rNotesTitle: '说明',

@@ -120,6 +120,8 @@ export function notAdvisedWords(m: M, n: NotApplicable, locale: Locale): { chang
         return m.rWhyPlanFits;
       case 'not_simulated':
         return m.rWhyNotSimulated(n.message ? localizeEngineMessage(n.message, catalogues[locale], locale) : '');
+      case 'fails_in_pytorch':
+        return m.rWhyFailsInPytorch(n.message ? localizeEngineMessage(n.message, catalogues[locale], locale) : '');
       case 'no_default_targets':
         return m.rWhyLoraModels(LORA_MODEL_TYPES);
       case 'needs_amp_bf16':

@@ -120,10 +120,10 @@ describe('the head a config.json names', () => {
     expect(() => planOf(small({ num_labels: 1 }), { precision: 'bf16', lora: { r: 4, alpha: 8, target_modules: ['query', 'value'] } })).toThrow(/^training\.precision: /);
     for (const precision of ['amp_bf16', 'amp_fp16', 'fp32']) expect(planOf(small({ num_labels: 1 }), { precision }).training.precision).toBe(precision);
     expect(planOf(small({ num_labels: 6, problem_type: 'multi_label_classification' }), { precision: 'bf16' }).training.precision).toBe('bf16');
-    // advice's variants are simulated without parsing: the bf16-weights one is refused with the same message
+    // advice does not offer the bf16-weights variant: PyTorch fails it, with the same message
     const regression = planOf(small({ num_labels: 1 }), { precision: 'amp_bf16' });
     const bf16 = advise(regression, { device: planGpu(regression) }).not_applicable.find((n) => n.id === 'bf16_weights');
-    expect(bf16).toMatchObject({ reason_id: 'not_simulated' });
+    expect(bf16).toMatchObject({ reason_id: 'fails_in_pytorch' });
     expect(bf16!.message).toMatch(/^training\.precision: a regression head \(MSELoss\) on a bfloat16 model fails in PyTorch/);
   });
 

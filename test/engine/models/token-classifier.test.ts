@@ -5,6 +5,7 @@
  * per token; under LoRA, PEFT's TOKEN_CLS task keeps a trainable copy of the classifier (`modules_to_save`).
  * test/engine/train/calibration.test.ts compares the H100 recordings (*_tok_*) event by event.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
@@ -42,6 +43,14 @@ describe('token classifiers recorded on the H100', () => {
     // a block of 768 KiB more or less where it lands among the segments the driver placed elsewhere
     expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes)).toBe(786_432);
     expect(Math.abs(r.peak_allocated_bytes - m.peak_allocated_bytes) / m.peak_allocated_bytes).toBeLessThanOrEqual(allocatedError);
+  });
+
+  it('bert_base_tok_amp_bf16_adamw loaded with from_pretrained (the path memplan models) peaks exactly as memplan does', () => {
+    const runs = (JSON.parse(readFileSync(new URL('../../fixtures/device/h100_materialization.json', import.meta.url), 'utf8')) as { runs: { plan: string; materialized: string; peak_allocated_bytes: number; peak_reserved_bytes: number; step_peak_reserved_bytes: number[] }[] }).runs;
+    const run = runs.find((x) => x.plan === 'bert_base_tok_amp_bf16_adamw' && x.materialized === 'from_pretrained')!;
+    const plan = parsePlan({ ...recording('bert_base_tok_amp_bf16_adamw').plan, training: { ...recording('bert_base_tok_amp_bf16_adamw').plan.training, steps: run.step_peak_reserved_bytes.length } });
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
+    expect([r.peak_allocated_bytes, r.peak_reserved_bytes]).toEqual([run.peak_allocated_bytes, run.peak_reserved_bytes]);
   });
 });
 
@@ -86,6 +95,11 @@ describe('what a token classifier trains and allocates', () => {
     const base = simulate(planOf(small({ num_labels: 9 })), { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
     // the copy (9 x 64 + 9) and the adapters of query and value in 2 layers (2 x 2 x (4 x 64 + 64 x 4))
     expect(r.model.parameter_count - base.model.parameter_count).toBe(9 * 64 + 9 + 2 * 2 * (4 * 64 + 64 * 4));
+    // AdamW keeps state for the copy (it trains), none for the frozen original
+    const state = allocationsOf(plan).filter((a) => a.label.endsWith(' exp_avg')).map((a) => a.label);
+    expect(state).toEqual(expect.arrayContaining(['classifier.modules_to_save.default.weight exp_avg', 'classifier.modules_to_save.default.bias exp_avg']));
+    expect(state).not.toContain('classifier.weight exp_avg');
+    expect(state.filter((l) => !l.includes('lora_') && !l.includes('modules_to_save'))).toEqual([]);
     const xlmr = allocationsOf(planOf(small({ model_type: 'xlm-roberta', architectures: ['XLMRobertaForTokenClassification'], num_labels: 9 })));
     expect(xlmr[0]).toMatchObject({ label: 'classifier.weight', size: 9 * 64 * 2 }); // the head reaches the GPU first
   });
@@ -160,5 +174,45 @@ describe('decoder token classifiers (GenericForTokenClassification)', () => {
     const lora = { r: 4, alpha: 8, target_modules: ['q_proj', 'v_proj'] };
     // score's copy (5 x 64 + 5) and the adapters of q_proj (64 -> 64) and v_proj (64 -> 32) in 2 layers
     expect(sizes(planOf(llama(), { lora })) - sizes(planOf(llama()))).toBe(5 * 64 + 5 + 2 * (4 * 64 + 64 * 4) + 2 * (4 * 64 + 32 * 4));
+    const state = allocationsOf(planOf(llama(), { lora })).filter((a) => a.label.endsWith(' exp_avg')).map((a) => a.label);
+    expect(state).toEqual(expect.arrayContaining(['score.modules_to_save.default.weight exp_avg', 'score.modules_to_save.default.bias exp_avg']));
+    expect(state.filter((l) => !l.includes('lora_') && !l.includes('modules_to_save'))).toEqual([]);
   });
+});
+
+describe('what transformers 5.17 and PEFT 0.21 printed on the H100 (test/fixtures/device/h100_classifier_heads.json)', () => {
+  const heads = JSON.parse(readFileSync(new URL('../../fixtures/device/h100_classifier_heads.json', import.meta.url), 'utf8')) as {
+    for_token_classification: Record<string, boolean>;
+    xlm_roberta_token_classification_modules: string[];
+    peft_token_cls_trainable_llama: string[];
+    generic_token_classification_dropout_default: number;
+    mse_half_backward: { model: string; dtype: string; backward: string }[];
+  };
+  const modelTypes: Record<string, string> = { Llama: 'llama', Mistral: 'mistral', Qwen2: 'qwen2', Qwen3: 'qwen3', Phi3: 'phi3', Mixtral: 'mixtral', Qwen3Moe: 'qwen3_moe', SmolLM3: 'smollm3', Olmo2: 'olmo2', Gemma2: 'gemma2', Gemma3Text: 'gemma3_text' };
+
+  it('memplan accepts a ForTokenClassification exactly where transformers has one', () => {
+    for (const [name, modelType] of Object.entries(modelTypes)) {
+      const accepts = () => resolveHfConfig({ model_type: modelType, architectures: [`${name}ForTokenClassification`] });
+      if (heads.for_token_classification[name]) expect(accepts, name).not.toThrow();
+      else expect(accepts, name).toThrow(/architectures: ".*ForTokenClassification" is not simulated yet/);
+    }
+  });
+
+  it('the default dropout, what TOKEN_CLS trains, and the regression precisions PyTorch fails', () => {
+    const cfg = resolveHfConfig(llamaConfig());
+    expect(cfg.family === 'llama' && cfg.head.kind === 'token_classification' && cfg.head.dropout).toBe(heads.generic_token_classification_dropout_default);
+    // PEFT trains the adapters and score's copy, weight and bias: memplan keeps optimizer state for those alone
+    const trained = heads.peft_token_cls_trainable_llama.filter((n) => n.includes('modules_to_save')).map((n) => n.replace('base_model.model.', ''));
+    const state = allocationsOf(planOf(llamaConfig(), { lora: { r: 4, alpha: 8, target_modules: ['q_proj', 'v_proj'] } })).filter((a) => a.label.endsWith(' exp_avg') && a.label.includes('modules_to_save')).map((a) => a.label.replace(' exp_avg', ''));
+    expect(state).toEqual(trained);
+    for (const run of heads.mse_half_backward) {
+      const precision = run.dtype === 'bfloat16' ? 'bf16' : 'fp16';
+      const config = run.model === 'bert' ? small({ architectures: ['BertForSequenceClassification'], num_labels: 1 }) : { ...llamaConfig(), architectures: ['LlamaForSequenceClassification'], pad_token_id: 0, num_labels: 1 };
+      expect(() => planOf(config, { precision }), `${run.model} ${run.dtype}`).toThrow(run.backward);
+    }
+  });
+
+  function llamaConfig() {
+    return { model_type: 'llama', architectures: ['LlamaForTokenClassification'], hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 2, vocab_size: 100, num_labels: 5 };
+  }
 });
