@@ -55,10 +55,11 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
 
   // Autocast keeps fp32 weights, gradients and optimizer state; many fine-tunes load the model in bf16 and train it
   // so. A step past autocast (an fp32 plan is advised autocast first), and not from fp16 AMP (another format).
+  const bf16Failure = t.precision === 'amp_bf16' ? bf16Fails(plan) : null;
   if (t.precision === 'bf16' || t.precision === 'fp16') skip('bf16_weights', 'already_set');
   else if (!bf16) skip('bf16_weights', 'gpu_without_bf16');
   else if (t.precision !== 'amp_bf16') skip('bf16_weights', 'needs_amp_bf16');
-  else if (bf16Fails(plan)) skip('bf16_weights', 'fails_in_pytorch', bf16Fails(plan)!);
+  else if (bf16Failure) skip('bf16_weights', 'fails_in_pytorch', bf16Failure);
   else variants.push({ id: 'bf16_weights', params: { lora: t.lora !== undefined, hugging_face: hfModelType(plan) !== null }, plan: withTraining(plan, { precision: 'bf16' }) });
 
   if (t.activation_checkpointing === false) variants.push({ id: 'checkpointing', params: {}, plan: withTraining(plan, { activation_checkpointing: 'non_reentrant' }) });
