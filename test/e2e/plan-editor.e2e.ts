@@ -196,6 +196,7 @@ describe('the plan editor', () => {
     const precision = page.locator('[data-path="training.precision"]');
     await expect.poll(() => precision.locator('.issues').textContent(), { timeout: 20_000 }).toContain('"Found dtype Float but expected BFloat16"');
     expect(await precision.locator('[role="radiogroup"]').getAttribute('aria-invalid')).toBe('true');
+    expect(await precision.locator('[role="radiogroup"]').getAttribute('aria-describedby')).toBe('precision-issues');
     await screenshot(page, 'regression-bf16-en');
     await page.locator('input[name="precision"][value="amp_bf16"]').check();
     await waitForResult(page);
