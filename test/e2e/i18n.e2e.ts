@@ -109,6 +109,21 @@ describe('languages and themes', () => {
     await waitForResult(page);
     await screenshot(page, 'layer-list-zh-CN');
 
+    // a pasted regression classifier: how memplan reads its head, and PyTorch's failure in bf16 beside the precision
+    await page.locator('#tab-training').click();
+    await page.locator('#seq-len').fill('128'); // BERT's 512 positions
+    await page.locator('#tab-model').click();
+    await page.locator('button[data-mode="hf_config"]').click();
+    const regression = { model_type: 'bert', architectures: ['BertForSequenceClassification'], hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512, vocab_size: 30522, num_labels: 1 };
+    await page.locator('#hf-config').fill(JSON.stringify(regression, null, 2));
+    await expect.poll(() => page.locator('.detected').textContent(), { timeout: 20_000 }).toContain('回归，1 个输出（MSELoss）');
+    await screenshot(page, 'classifier-detected-zh-CN');
+    await page.locator('#tab-training').click();
+    await page.locator('input[name="precision"][value="bf16"]').check();
+    const precision = page.locator('[data-path="training.precision"] .issues');
+    await expect.poll(() => precision.textContent(), { timeout: 20_000 }).toContain('回归头（MSELoss）在 PyTorch 中会报错');
+    await screenshot(page, 'regression-bf16-zh-CN');
+
     expect(app.errors).toEqual([]);
   });
 });

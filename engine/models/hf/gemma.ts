@@ -28,7 +28,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
-import { causalLmLoss, decoderClassifierLoss, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds, scoreParameters } from './common.ts';
+import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { applyRotary, rotaryCosSin } from './rotary.ts';
@@ -69,10 +69,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     p(invFreqName(kind), [hd / 2], 'float32', true);
     p(`model.rotary_emb.${kind ? `${kind}_` : ''}original_inv_freq`, [hd / 2], 'float32', true);
   }
-  const classifier = cfg.head.kind === 'sequence_classification' ? cfg.head : null;
-  const tokenClassifier = cfg.head.kind === 'token_classification' ? cfg.head : null;
-  const head = classifier ?? tokenClassifier;
-  const score = head ? scoreParameters(head.numLabels, cfg.hidden, dtype, tuning.lora !== null, tokenClassifier?.bias ?? false) : null;
+  const { classifier, tokenClassifier, score } = decoderClassifierHeads(cfg.head, cfg.hidden, dtype, tuning.lora !== null);
   if (score) params.push(...score.params);
   else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';

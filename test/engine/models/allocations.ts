@@ -138,3 +138,7 @@ export function expectSameRequestsPlacedElsewhere(name: string): SimulateResult 
   expect(replay.simPeakReservedBytes).toBe(m.peak_reserved_bytes);
   return r;
 }
+
+/** A plan of a pasted config.json for the classifier tests: batch 4 of 32 tokens, bf16, AdamW, one step. */
+export const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
+  parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });

@@ -12,7 +12,7 @@ import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, expectAsRecorded, recording } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, planOf } from './allocations.ts';
 
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'bert',
@@ -24,8 +24,6 @@ const small = (extra: Record<string, unknown> = {}) => ({
   vocab_size: 1000,
   ...extra,
 });
-const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
-  parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });
 
 describe('BERT sequence classifiers recorded on the H100', () => {
   it.each(['bert_base_cls_amp_bf16_adamw', 'bert_large_cls_fp32_ckpt_sgdm', 'lora_bert_base_cls_bf16_qv_adamw', 'lora_bert_base_cls_amp_fp16_all_reentrant'])(

@@ -7,8 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
-import { parsePlan } from '../../../engine/plan/parse.ts';
-import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere, planOf } from './allocations.ts';
 
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'qwen3',
@@ -23,8 +22,6 @@ const small = (extra: Record<string, unknown> = {}) => ({
   pad_token_id: 0,
   ...extra,
 });
-const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
-  parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });
 
 describe('decoder sequence classifiers recorded on the H100', () => {
   it.each([

@@ -13,7 +13,7 @@ import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { loraConfigCode } from '../../../engine/models/peft/lora.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere, planOf } from './allocations.ts';
 
 const small = (extra: Record<string, unknown> = {}) => ({
   model_type: 'bert',
@@ -25,8 +25,6 @@ const small = (extra: Record<string, unknown> = {}) => ({
   vocab_size: 1000,
   ...extra,
 });
-const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
-  parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });
 
 describe('token classifiers recorded on the H100', () => {
   it.each(['lora_roberta_base_tok_bf16_qv', 'xlm_roberta_base_tok_amp_bf16_ckpt'])("%s: the recording's parameter count, what trains under LoRA, and both peaks to the byte", (name) => {
