@@ -110,12 +110,13 @@ describe('languages and themes', () => {
     await screenshot(page, 'layer-list-zh-CN');
 
     // a pasted regression classifier: how memplan reads its head, and PyTorch's failure in bf16 beside the precision
-    await page.locator('#tab-training').click();
-    await page.locator('#seq-len').fill('128'); // BERT's 512 positions
-    await page.locator('#tab-model').click();
     await page.locator('button[data-mode="hf_config"]').click();
     const regression = { model_type: 'bert', architectures: ['BertForSequenceClassification'], hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512, vocab_size: 30522, num_labels: 1 };
     await page.locator('#hf-config').fill(JSON.stringify(regression, null, 2));
+    await page.locator('#tab-training').click();
+    await page.locator('#seq-len').fill('128'); // BERT's 512 positions
+    await waitForResult(page);
+    await page.locator('#tab-model').click();
     await expect.poll(() => page.locator('.detected').textContent(), { timeout: 20_000 }).toContain('回归，1 个输出（MSELoss）');
     await screenshot(page, 'classifier-detected-zh-CN');
     await page.locator('#tab-training').click();
