@@ -12,6 +12,7 @@
  */
 import { InputError } from '../errors.ts';
 import type { DeviceSpec } from '../gpu/device.ts';
+import { pytorchFailure } from '../plan/parse.ts';
 import type { Plan } from '../plan/schema.ts';
 import { simulate } from '../train/simulate.ts';
 import { differingSettings, settingOf, withSettingOf, type SettingKey, type SettingValue } from './settings.ts';
@@ -46,8 +47,12 @@ export type ChangeEffect =
       key: SettingKey;
       from: SettingValue;
       to: SettingValue;
-      /** The base with this change alone is not a plan the engine simulates (a model whose limits the base's settings exceed). */
-      reason_id: 'not_simulated';
+      /**
+       * The base with this change alone is not a plan the engine simulates (`not_simulated`: a model whose limits
+       * the base's settings exceed), or one whose step PyTorch itself fails (`fails_in_pytorch`: a regression head
+       * moved onto bf16 weights; engine/plan/parse.ts `pytorchFailure`).
+       */
+      reason_id: 'not_simulated' | 'fails_in_pytorch';
       /** The engine's message (English: the app words it), or '' where the change was not simulated on its own. */
       message: string;
     };
@@ -92,7 +97,10 @@ export function attributeDifference(base: Plan, other: Plan, measured: { base: P
     // The only difference: the change alone is the other plan.
     const outcome: VariantOutcome | undefined = keys.length === 1 ? measured.other : measured.outcomes.get(key);
     if (outcome === undefined) return { key, from, to, reason_id: 'not_simulated', message: '' };
-    if ('error' in outcome) return { key, from, to, reason_id: 'not_simulated', message: outcome.error };
+    if ('error' in outcome) {
+      const failure = pytorchFailure(withSettingOf(base, other, key));
+      return failure ? { key, from, to, reason_id: 'fails_in_pytorch', message: failure } : { key, from, to, reason_id: 'not_simulated', message: outcome.error };
+    }
     return {
       key,
       from,

@@ -9,7 +9,7 @@ import { parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
 import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
-import { PRESETS } from '../models/presets.ts';
+import { hfConfigOf } from '../models/presets.ts';
 import type { Issue } from '../result/common.ts';
 import { issueOf, schemaIssues } from './issues.ts';
 import { limitIssues, rawLayerIssue } from './limits.ts';
@@ -50,14 +50,30 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
     check(() => findGpu(catalog, gpu.name));
   }
   if ('preset' in plan.model) {
-    const preset = PRESETS[plan.model.preset]!;
-    if (preset.kind === 'hf') hf = resolveHfConfig(preset.config);
+    const config = hfConfigOf(plan.model);
+    if (config) hf = resolveHfConfig(config);
   }
   const resolved: HfConfig | null = hf;
   if (resolved) check(() => checkHeadPrecision(resolved, plan.training.precision));
   if (issues.length) return issues;
   // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
   return limitIssues(plan, hf);
+}
+
+/**
+ * Why PyTorch itself fails the step of a valid plan's variant (advice's and compare's changes are made after the
+ * plan was checked): a regression head on half-precision weights (`checkHeadPrecision`). Null when it does not.
+ */
+export function pytorchFailure(plan: Plan): string | null {
+  const config = hfConfigOf(plan.model);
+  if (!config) return null;
+  try {
+    checkHeadPrecision(resolveHfConfig(config), plan.training.precision);
+    return null;
+  } catch (error) {
+    if (error instanceof InputError) return error.message;
+    throw error;
+  }
 }
 
 /** Every problem of the plan, or the plan with its defaults filled in. */

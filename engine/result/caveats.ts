@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { hasBf16Arithmetic, type Evidence, type GpuSpec } from '../gpu/catalog.ts';
 import type { Plan } from '../plan/schema.ts';
-import { PRESETS } from '../models/presets.ts';
+import { hfConfigOf } from '../models/presets.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 
 /** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */
@@ -135,8 +135,8 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
     items.push({ id: 'known_gap', gap: 'vit_reentrant_checkpointing' });
     lower('medium');
   }
-  const preset = 'preset' in model ? PRESETS[model.preset] : undefined;
-  const modelType = 'hf_config' in model ? model.hf_config.model_type : preset?.kind === 'hf' ? preset.config.model_type : undefined;
+  const hfConfig = hfConfigOf(model);
+  const modelType = hfConfig?.['model_type'];
   if (modelType === 'mixtral' || modelType === 'qwen3_moe') {
     items.push({ id: 'family_not_measured', family: modelType });
     lower('medium');
@@ -146,8 +146,7 @@ export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationF
     lower('medium');
   }
   if (modelType === 'mixtral' || modelType === 'qwen3_moe') {
-    const raw = 'hf_config' in model ? model.hf_config : preset?.kind === 'hf' ? preset.config : {};
-    const cfg = resolveHfConfig(raw);
+    const cfg = resolveHfConfig(hfConfig!);
     if (cfg.family === 'llama' && cfg.moe) items.push({ id: 'moe_routing', experts: cfg.moe.experts, top_k: cfg.moe.topK, experts_implementation: 'grouped_mm' });
   }
   return { confidence, items };

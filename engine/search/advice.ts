@@ -17,8 +17,9 @@ import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
-import { checkHeadPrecision, resolveHfConfig } from '../models/hf/config.ts';
-import { PRESETS } from '../models/presets.ts';
+import { resolveHfConfig } from '../models/hf/config.ts';
+import { hfConfigOf } from '../models/presets.ts';
+import { pytorchFailure } from '../plan/parse.ts';
 import { bytesPerSample, findMaxBatch, fitsBySearch, largestBatch, type SearchStart } from './max-batch.ts';
 
 /** A changed copy of the plan, with what the change is in parameters (`AdviceItem` without the measures). */
@@ -55,7 +56,7 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
 
   // Autocast keeps fp32 weights, gradients and optimizer state; many fine-tunes load the model in bf16 and train it
   // so. A step past autocast (an fp32 plan is advised autocast first), and not from fp16 AMP (another format).
-  const bf16Failure = t.precision === 'amp_bf16' ? bf16Fails(plan) : null;
+  const bf16Failure = t.precision === 'amp_bf16' ? pytorchFailure(withTraining(plan, { precision: 'bf16' })) : null;
   if (t.precision === 'bf16' || t.precision === 'fp16') skip('bf16_weights', 'already_set');
   else if (!bf16) skip('bf16_weights', 'gpu_without_bf16');
   else if (t.precision !== 'amp_bf16') skip('bf16_weights', 'needs_amp_bf16');
@@ -93,26 +94,9 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
   return { variants, not_applicable: notApplicable };
 }
 
-/** Why PyTorch would fail the plan's step with bf16 weights (`checkHeadPrecision`: a regression head), or null. */
-function bf16Fails(plan: Plan): string | null {
-  const config = hfConfigOf(plan);
-  try {
-    if (config) checkHeadPrecision(resolveHfConfig(config), 'bf16');
-    return null;
-  } catch (error) {
-    if (error instanceof InputError) return error.message;
-    throw error;
-  }
-}
-
 /** The Hugging Face `model_type` of a plan's model (pasted config.json or preset); null for layer lists and torchvision. */
-function hfConfigOf(plan: Plan): Record<string, unknown> | null {
-  const m = plan.model;
-  return 'hf_config' in m ? m.hf_config : 'preset' in m && PRESETS[m.preset]?.kind === 'hf' ? (PRESETS[m.preset] as { config: Record<string, unknown> }).config : null;
-}
-
 function hfModelType(plan: Plan): string | null {
-  const config = hfConfigOf(plan);
+  const config = hfConfigOf(plan.model);
   return typeof config?.['model_type'] === 'string' ? config['model_type'] : null;
 }
 
@@ -121,7 +105,7 @@ function hfModelType(plan: Plan): string | null {
  * CAUSAL_LM for a language model, none for a masked LM.
  */
 function peftTaskType(plan: Plan): 'CAUSAL_LM' | 'SEQ_CLS' | 'TOKEN_CLS' | null {
-  const config = hfConfigOf(plan);
+  const config = hfConfigOf(plan.model);
   if (!config) return null;
   const cfg = resolveHfConfig(config);
   if (cfg.family !== 'gpt2' && cfg.head.kind === 'sequence_classification') return 'SEQ_CLS';

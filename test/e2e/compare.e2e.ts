@@ -268,4 +268,44 @@ describe('comparing saved plans', () => {
       }
     }
   });
+
+  test('a change whose step PyTorch fails alone says so, in both languages (a regression head moved onto bf16 weights)', async () => {
+    const bert = { model_type: 'bert', architectures: ['BertForSequenceClassification'], num_labels: 1, hidden_size: 128, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 2, vocab_size: 2048, max_position_embeddings: 128 };
+    const llama = { model_type: 'llama', hidden_size: 128, intermediate_size: 344, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 2, vocab_size: 2048, max_position_embeddings: 128 };
+    const plansHere = [
+      { name: 'Small BERT regression, AMP bf16', plan: { format: 'memplan.plan', version: 1, model: { hf_config: bert }, training: { batch_size: 4, seq_len: 64, precision: 'amp_bf16' }, gpu: { name: 'h100-sxm' } } },
+      { name: 'Small Llama, bf16 weights', plan: { format: 'memplan.plan', version: 1, model: { hf_config: llama }, training: { batch_size: 4, seq_len: 64, precision: 'bf16' }, gpu: { name: 'h100-sxm' } } },
+    ];
+    await api(app.page)(async (plans) => {
+      const memplan = (window as unknown as { memplan: MemplanApi }).memplan;
+      for (const p of plans) await memplan.plans.save({ name: p.name, plan: p.plan });
+    }, plansHere);
+    const [regression, lm] = plansHere.map((p) => parsePlan(p.plan as PlanInput, { catalog }));
+    const expected = attribute(regression!, lm!, { device });
+    const modelDelta = expected.changes.find((c) => c.key === 'model')!;
+    expect(modelDelta).toMatchObject({ reserved_delta_bytes: expect.any(Number) });
+    expect(expected.changes.find((c) => c.key === 'training.precision')).toMatchObject({ reason_id: 'fails_in_pytorch' });
+    for (const [locale, words] of [
+      ['en-US', /^alone, PyTorch fails this change's step: training\.precision: a regression head \(MSELoss\) on a bfloat16 model fails in PyTorch/],
+      ['zh-CN', /^单独应用此改动时 PyTorch 的训练步骤会报错：training\.precision: .*"Found dtype Float but expected BFloat16"/],
+    ] as const) {
+      const window = await launchApp({ served: app.served, locale, height: 1000 });
+      try {
+        const { page } = window;
+        for (const p of plansHere) await page.locator(`.plan-item[data-plan-name="${p.name}"] .pick input`).check();
+        await page.locator('[data-testid="compare-selected"]').click();
+        await waitDone(page);
+        const changes = page.locator('[data-testid="what-changed-B"] .details');
+        const precision = changes.locator('li[data-change="training.precision"]');
+        expect(await precision.locator('[data-reason]').getAttribute('data-reason')).toBe('fails_in_pytorch');
+        expect((await precision.locator('[data-reason]').textContent())!.trim()).toMatch(words);
+        // the model change alone was simulated: the engine's delta, to the byte
+        expect(await changes.locator('li[data-change="model"]').getAttribute('data-delta')).toBe(String('reserved_delta_bytes' in modelDelta ? modelDelta.reserved_delta_bytes : NaN));
+        await screenshotWhole(page, `compare-fails-in-pytorch-${locale === 'en-US' ? 'en' : 'zh-CN'}`);
+        expect(window.errors).toEqual([]);
+      } finally {
+        await window.close();
+      }
+    }
+  });
 });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { parsePlan, planSettings, type Attribution, type Plan, type PlanInput } from '../../engine/index.ts';
 import { catalogues } from '../../renderer/src/i18n/index.ts';
-import { changeText, settingLabel, settingValueText, whatChangedSentence } from '../../renderer/src/compare/words.ts';
+import { changeText, settingLabel, settingValueText, unmeasuredChangeText, whatChangedSentence } from '../../renderer/src/compare/words.ts';
 import { settingsSideBySide } from '../../renderer/src/export/settings.ts';
 
 const llama = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096 };
@@ -14,6 +14,26 @@ const planInput = (training: Record<string, unknown>) => ({ format: 'memplan.pla
 const plan = (training: Record<string, unknown>): Plan => parsePlan(planInput(training));
 const lora = { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] };
 const valueOf = (p: Plan, key: 'training.lora' | 'training.freeze') => planSettings(p).find((s) => s.key === key)!.value;
+
+describe('a change without a measure of its own, worded', () => {
+  const failure =
+    'training.precision: a regression head (MSELoss) on a bfloat16 model fails in PyTorch: mse_loss\'s backward meets the float32 labels and throws "Found dtype Float but expected BFloat16"; train in amp_bf16 or fp32, or cast the labels to bfloat16 in your own loop';
+  const change = { key: 'training.precision', from: 'amp_bf16', to: 'bf16' } as const;
+
+  it('says PyTorch fails the step, in each language, with the engine’s reason localized', () => {
+    const en = unmeasuredChangeText(catalogues.en, { ...change, reason_id: 'fails_in_pytorch', message: failure }, 'en');
+    expect(en).toBe(`alone, PyTorch fails this change's step: ${failure}`);
+    const zh = unmeasuredChangeText(catalogues['zh-CN'], { ...change, reason_id: 'fails_in_pytorch', message: failure }, 'zh-CN');
+    expect(zh.startsWith('单独应用此改动时 PyTorch 的训练步骤会报错：training.precision: ')).toBe(true);
+    expect(zh).not.toContain('fails in PyTorch'); // the reason is in Chinese too
+    expect(zh).toContain('"Found dtype Float but expected BFloat16"'); // PyTorch's own words stay as it prints them
+  });
+
+  it('an unsimulated change keeps its own words', () => {
+    expect(unmeasuredChangeText(catalogues.en, { ...change, reason_id: 'not_simulated', message: '' }, 'en')).toBe('not simulated alone');
+    expect(unmeasuredChangeText(catalogues['zh-CN'], { ...change, reason_id: 'not_simulated', message: '' }, 'zh-CN')).toBe('无法单独模拟');
+  });
+});
 
 describe('the LoRA and frozen-parameter rows, worded', () => {
   const en = catalogues.en;

@@ -7,6 +7,7 @@ import catalog from '../../../resources/gpus.json' with { type: 'json' };
 import type { Attribution, ChangeEffect, LoraSetting, SettingKey, SettingValue } from '../../../engine/index.ts';
 import type { Locale, Messages } from '../i18n/index.ts';
 import { formatBytes } from '../charts/units.ts';
+import { localizeEngineMessage } from '../i18n/issues.ts';
 
 /** Column letters: the sentences say "B saves …" and the headers show the same letter. */
 export const columnLetter = (i: number): string => String.fromCharCode(65 + i);
@@ -83,6 +84,12 @@ export function settingValueText(m: Messages, key: SettingKey, value: SettingVal
 
 export function changeText(m: Messages, change: Pick<ChangeEffect, 'key' | 'from' | 'to'>, locale: Locale): string {
   return m.cmpChange(settingLabel(m, change.key), settingValueText(m, change.key, change.from, locale), settingValueText(m, change.key, change.to, locale));
+}
+
+/** Why a change has no measure of its own: PyTorch fails its step, or the engine does not simulate it (the engine's reason, in the locale's words). */
+export function unmeasuredChangeText(m: Messages, change: Extract<ChangeEffect, { reason_id: string }>, locale: Locale): string {
+  const reason = change.message ? localizeEngineMessage(change.message, m, locale) : '';
+  return change.reason_id === 'fails_in_pytorch' ? m.cmpFailsInPytorch(reason) : m.cmpNotSimulated(reason);
 }
 
 /**

@@ -123,6 +123,26 @@ describe('attribution', () => {
     expect(result.changes[result.changes.length - 1]!.key).toBe('model'); // not-simulated changes last
   });
 
+  it('a change whose step PyTorch itself fails alone is reported as such, not as unsimulated', () => {
+    // A BERT regression head (one label) in AMP bf16, against a language model trained in bf16: the precision change
+    // alone puts MSELoss's backward on bf16 scores and fp32 labels, which PyTorch refuses (engine/models/hf/config.ts).
+    const bert = { model_type: 'bert', architectures: ['BertForSequenceClassification'], num_labels: 1, hidden_size: 128, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 2, vocab_size: 2048, max_position_embeddings: 128 };
+    const llama = { model_type: 'llama', hidden_size: 128, intermediate_size: 344, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 2, vocab_size: 2048, max_position_embeddings: 128 };
+    const hfPlan = (config: object, precision: string) => parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: config }, training: { batch_size: 4, seq_len: 64, precision } }, { catalog });
+    const a = hfPlan(bert, 'amp_bf16');
+    const result = attribute(a, hfPlan(llama, 'bf16'), { device });
+    const precision = result.changes.find((c) => c.key === 'training.precision')!;
+    expect(precision).toMatchObject({ reason_id: 'fails_in_pytorch' });
+    expect('message' in precision && precision.message).toMatch(/Found dtype Float but expected BFloat16/);
+    expect(result.changes.find((c) => c.key === 'model')).toMatchObject({ reserved_delta_bytes: expect.any(Number) });
+    // in fp16 the same change fails with Half; a plain refusal stays not_simulated (the test above)
+    const fp16 = attribute(hfPlan(bert, 'amp_fp16'), hfPlan(llama, 'fp16'), { device });
+    expect(fp16.changes.find((c) => c.key === 'training.precision')).toMatchObject({ reason_id: 'fails_in_pytorch', message: expect.stringMatching(/expected Half/) });
+    // the same variant without its error outcome (a host that measured nothing) is still not simulated
+    const folded = attributeDifference(a, hfPlan(llama, 'bf16'), { base: peaks(a), other: peaks(hfPlan(llama, 'bf16')), outcomes: new Map() });
+    expect(folded.changes.find((c) => c.key === 'training.precision')).toMatchObject({ reason_id: 'not_simulated', message: '' });
+  });
+
   it('folds outcomes measured elsewhere (the renderer measures in the worker); a missing outcome is not simulated', () => {
     const a = plan({});
     const b = plan({ precision: 'amp_bf16', batch_size: 2048 });
