@@ -132,35 +132,54 @@ export class SortedBlocks {
     return r < 0 ? -1 : r * kStride + this.runs[r]!.length - 1;
   }
 
-  /** Whether block a orders before (stream, size, ptr) (or (stream, ptr) when ordered by address). */
-  private before(a: Block, stream: number, size: number, ptr: number): boolean {
-    return (this.byAddress ? compareByAddress(a, stream, ptr) : compareBySize(a, stream, size, ptr)) < 0;
-  }
-
   /** Position of the first block not less than (stream, size, ptr) (or (stream, ptr) when ordered by address). */
   lowerBound(stream: number, size: number, ptr: number): number {
+    // One comparison each, not a choice per comparison: this runs several times per malloc and free.
+    return this.byAddress ? this.lowerBoundByAddress(stream, ptr) : this.lowerBoundBySize(stream, size, ptr);
+  }
+
+  private lowerBoundBySize(stream: number, size: number, ptr: number): number {
     const runs = this.runs;
     let lo = 0;
     let hi = runs.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       const run = runs[mid]!;
-      if (this.before(run[run.length - 1]!, stream, size, ptr)) lo = mid + 1;
+      if (compareBySize(run[run.length - 1]!, stream, size, ptr) < 0) lo = mid + 1;
       else hi = mid;
     }
     if (lo === runs.length) return lo * kStride;
-    return lo * kStride + this.lowerBoundIn(runs[lo]!, stream, size, ptr);
+    const run = runs[lo]!;
+    let a = 0;
+    let b = run.length;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (compareBySize(run[mid]!, stream, size, ptr) < 0) a = mid + 1;
+      else b = mid;
+    }
+    return lo * kStride + a;
   }
 
-  private lowerBoundIn(run: readonly Block[], stream: number, size: number, ptr: number): number {
+  private lowerBoundByAddress(stream: number, ptr: number): number {
+    const runs = this.runs;
     let lo = 0;
-    let hi = run.length;
+    let hi = runs.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.before(run[mid]!, stream, size, ptr)) lo = mid + 1;
+      const run = runs[mid]!;
+      if (compareByAddress(run[run.length - 1]!, stream, ptr) < 0) lo = mid + 1;
       else hi = mid;
     }
-    return lo;
+    if (lo === runs.length) return lo * kStride;
+    const run = runs[lo]!;
+    let a = 0;
+    let b = run.length;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (compareByAddress(run[mid]!, stream, ptr) < 0) a = mid + 1;
+      else b = mid;
+    }
+    return lo * kStride + a;
   }
 
   insert(block: Block): void {

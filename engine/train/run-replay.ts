@@ -74,7 +74,8 @@ export class RecordedRun {
     this.marksPerStep = marksPerStep;
     this.recordedStep = recordedStep;
     this.program = program;
-    this.programStorages = Int32Array.from(step.storages, (s) => run.indexOf(s));
+    const programStorages = (this.programStorages = new Int32Array(step.storages.length));
+    for (let k = 0; k < programStorages.length; k++) programStorages[k] = run.indexOf(step.storages[k]!);
   }
 
   get requestCount(): number {

@@ -113,14 +113,11 @@ export class StepRecorder implements StorageObserver {
   /** Renamed storages, by index. */
   readonly renames = new Map<number, Rename>();
   /**
-   * Per storage, as it was allocated (read here while the storage is at hand, not in a pass over them all later):
-   * its size, the label the allocator was given, and its own label and category (RequestTape makes them the final
-   * ones: renamed storages are few).
+   * The label the allocator was given for a storage, where it was not the storage's own label then (few: a replay
+   * allocates a renamed storage under its first name). Its size, labels and category are read off the storages
+   * once the recording is over (RequestTape), not pushed per request: this runs for every request of a recording.
    */
-  readonly sizes: number[] = [];
-  readonly allocatorLabels: string[] = [];
-  readonly labels: string[] = [];
-  readonly categories: MemoryCategory[] = [];
+  readonly allocatorLabelsApart = new Map<number, string>();
   /** A storage was renamed twice, or one of an earlier step was: an out-of-memory error cannot be replayed exactly. */
   renamesUntracked = false;
 
@@ -147,10 +144,7 @@ export class StepRecorder implements StorageObserver {
     this.context();
     const k = this.storages.length;
     this.storages.push(storage);
-    this.sizes.push(storage.nbytes);
-    this.allocatorLabels.push(allocatorLabel);
-    this.labels.push(storage.label);
-    this.categories.push(storage.category);
+    if (allocatorLabel !== storage.label) this.allocatorLabelsApart.set(k, allocatorLabel);
     this.requests.push(2 * k);
   }
 
@@ -230,7 +224,7 @@ export class BothRecorders implements StorageObserver {
  * Note [Replayed runs], run-replay.ts): each request in order and in its phase, reading the allocator at the marks.
  */
 export class RequestTape {
-  private readonly sizes: number[];
+  private readonly sizes: Float64Array;
   private readonly labels: string[];
   private readonly categories: MemoryCategory[];
   /** The label the allocator was given for each storage (its first). */
@@ -248,17 +242,27 @@ export class RequestTape {
    */
   oomAsFull = false;
 
-  /** The tape takes the recorder's arrays (the recording is over: the recorder is not used again). */
+  /**
+   * The tape takes the recorder's arrays (the recording is over: the recorder is not used again) and, per storage,
+   * its size, the label the allocator was given (its label when allocated: before its first rename, `renames`) and
+   * what it is called once the recording is over (AccumulateGrad renames the gradient it steals).
+   */
   constructor(r: StepRecorder) {
-    this.sizes = r.sizes;
-    // What the storages are called once the recording is over (AccumulateGrad renames the gradient it steals).
-    this.labels = r.labels;
-    this.categories = r.categories;
-    for (const k of r.renames.keys()) {
-      this.labels[k] = r.storages[k]!.label;
-      this.categories[k] = r.storages[k]!.category;
+    const storages = r.storages;
+    const n = storages.length;
+    const sizes = (this.sizes = new Float64Array(n));
+    const labels = (this.labels = new Array<string>(n));
+    const categories = (this.categories = new Array<MemoryCategory>(n));
+    const allocatorLabels = (this.allocatorLabels = new Array<string>(n));
+    for (let k = 0; k < n; k++) {
+      const s = storages[k]!;
+      sizes[k] = s.nbytes;
+      labels[k] = s.label;
+      categories[k] = s.category;
+      allocatorLabels[k] = s.label;
     }
-    this.allocatorLabels = r.allocatorLabels;
+    for (const [k, rename] of r.renames) allocatorLabels[k] = rename.label;
+    for (const [k, label] of r.allocatorLabelsApart) allocatorLabels[k] = label;
     this.requests = new Int32Array(r.requests);
     this.phaseStarts = r.phaseStarts;
     this.phaseNames = r.phaseNames;
