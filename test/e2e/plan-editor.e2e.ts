@@ -157,6 +157,9 @@ describe('the plan editor', () => {
     // A value the engine refuses: named beside the field (and its tab counts it).
     await page.locator('#hf-config').fill(LLAMA_CONFIG.replace('"num_key_value_heads": 8', '"num_key_value_heads": 7'));
     await expect.poll(() => hfIssue.textContent(), { timeout: 20_000 }).toContain('num_key_value_heads');
+    expect(await hfIssue.locator('li code').first().textContent()).toBe('num_key_value_heads'); // the key, then what is wrong with it
+    expect(await page.locator('#hf-config').getAttribute('aria-describedby')).toBe('hf-config-issues');
+    await screenshot(page, 'hf-config-issue-en');
 
     // A batch size of 0, in the Training tab.
     await page.locator('#hf-config').fill(LLAMA_CONFIG);

@@ -191,6 +191,23 @@ const WHERE = 'model.hf_config';
 /** The `model_type`s memplan simulates (each a case of `resolveHfConfig`). */
 export const HF_MODEL_TYPES: readonly string[] = ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'mixtral', 'qwen3_moe', 'smollm3', 'olmo2', 'gemma2', 'gemma3_text', 'bert', 'roberta', 'xlm-roberta'];
 
+/**
+ * The model types memplan trains no `…ForTokenClassification` for: GPT-2 (simulated as its language model alone),
+ * and those transformers 5.17 has none for (measured: test/fixtures/device/h100_classifier_heads.json).
+ */
+export const WITHOUT_TOKEN_CLASSIFIER: readonly string[] = ['gpt2', 'olmo2', 'gemma3_text'];
+
+/** A decoder's token classifier, `<model>ForTokenClassification`, or null where it has none (WITHOUT_TOKEN_CLASSIFIER). */
+function tokenClassifierOf(modelType: string, model: string): string | null {
+  return WITHOUT_TOKEN_CLASSIFIER.includes(modelType) ? null : `${model}ForTokenClassification`;
+}
+
+/** What `checkArchitectures` accepts for a decoder: its causal LM, its sequence classifier and its token classifier if it has one. */
+function decoderArchitectures(modelType: string, model: string, causalLm = `${model}ForCausalLM`, classifier = `${model}ForSequenceClassification`): string[] {
+  const tokenClassifier = tokenClassifierOf(modelType, model);
+  return tokenClassifier ? [causalLm, classifier, tokenClassifier] : [causalLm, classifier];
+}
+
 function read(raw: Record<string, unknown>, key: string): unknown {
   return raw[key];
 }
@@ -331,7 +348,7 @@ function padTokenId(raw: Record<string, unknown>, fallback: number | null): numb
  * (GenericForSequenceClassification), the `score` layer on every position and the logits of each sequence's last
  * token that is not padding (which needs `pad_token_id`: with none, transformers raises "Cannot handle batch sizes
  * > 1 if no padding token is defined."); when it names `<Model>ForTokenClassification` (GenericForTokenClassification,
- * where transformers 5.17 has one: `tokenClassifier` null where it has none), dropout and `score` on every token.
+ * where transformers 5.17 has one: `tokenClassifier` null where it has none, WITHOUT_TOKEN_CLASSIFIER), dropout and `score` on every token.
  */
 function decoderHead(raw: Record<string, unknown>, classifier: string, tokenClassifier: string | null): LlamaConfig['head'] {
   if (tokenClassifier !== null && firstArchitecture(raw) === tokenClassifier) {
@@ -452,7 +469,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       // sequence and token classifiers: GenericForSequenceClassification and GenericForTokenClassification, the same
       // code for every decoder
       const classifier = `${model}ForSequenceClassification`;
-      checkArchitectures(raw, [`${model}ForCausalLM`, classifier, `${model}ForTokenClassification`]);
+      checkArchitectures(raw, decoderArchitectures(modelType, model));
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
@@ -483,7 +500,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         noRopeLayers: [],
         normAfter: false,
         moe: null,
-        head: decoderHead(raw, classifier, `${model}ForTokenClassification`),
+        head: decoderHead(raw, classifier, tokenClassifierOf(modelType, model)),
       };
     }
     case 'mixtral':
@@ -529,9 +546,8 @@ function optionalPositive(raw: Record<string, unknown>, key: string, fallback: n
 function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma3_text'): GemmaConfig {
   const g3 = modelType === 'gemma3_text';
   const classifier = g3 ? 'Gemma3TextForSequenceClassification' : 'Gemma2ForSequenceClassification';
-  // transformers 5.17 has no Gemma3TextForTokenClassification (measured)
-  const tokenClassifier = g3 ? null : 'Gemma2ForTokenClassification';
-  checkArchitectures(raw, [g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM', classifier, ...(tokenClassifier ? [tokenClassifier] : [])]);
+  const tokenClassifier = tokenClassifierOf(modelType, g3 ? 'Gemma3Text' : 'Gemma2');
+  checkArchitectures(raw, decoderArchitectures(modelType, g3 ? 'Gemma3Text' : 'Gemma2', g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM'));
   if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
     throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
   }
@@ -606,7 +622,7 @@ function llamaFamilyFields(raw: Record<string, unknown>, headDim: number) {
  * a layer, which its in-place mul would save).
  */
 function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['MixtralForCausalLM', 'MixtralForSequenceClassification', 'MixtralForTokenClassification']);
+  checkArchitectures(raw, decoderArchitectures('mixtral', 'Mixtral'));
   checkMoeTraining(raw, 'MixtralForCausalLM');
   const jitter = read(raw, 'router_jitter_noise');
   if (jitter !== undefined && jitter !== null && jitter !== 0) {
@@ -638,7 +654,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
     slidingWindow: window === undefined || window === null ? null : int(raw, 'sliding_window', null),
     qkNorm: false,
     moe: { experts, topK, intermediate, kind: 'mixtral', normTopK: true, denseLayers: [] },
-    head: decoderHead(raw, 'MixtralForSequenceClassification', 'MixtralForTokenClassification'),
+    head: decoderHead(raw, 'MixtralForSequenceClassification', tokenClassifierOf('mixtral', 'Mixtral')),
   };
 }
 
@@ -651,7 +667,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
  * model has none).
  */
 function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['SmolLM3ForCausalLM', 'SmolLM3ForSequenceClassification', 'SmolLM3ForTokenClassification']);
+  checkArchitectures(raw, decoderArchitectures('smollm3', 'SmolLM3'));
   // num_key_value_heads: 4 by default, the attention heads when the config gives null (`__post_init__`)
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, read(raw, 'num_key_value_heads') === null ? null : 4, null);
   const layers = int(raw, 'num_hidden_layers', 36);
@@ -693,7 +709,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: false,
     noRopeLayers: Array.from({ length: layers }, (_, i) => i).filter((i) => !usesRope(i)),
     moe: null,
-    head: decoderHead(raw, 'SmolLM3ForSequenceClassification', 'SmolLM3ForTokenClassification'),
+    head: decoderHead(raw, 'SmolLM3ForSequenceClassification', tokenClassifierOf('smollm3', 'SmolLM3')),
   };
 }
 
@@ -702,7 +718,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
  * with OLMo 2's layer and rotary embedding (LlamaConfig.normAfter).
  */
 function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['Olmo2ForCausalLM', 'Olmo2ForSequenceClassification']);
+  checkArchitectures(raw, decoderArchitectures('olmo2', 'Olmo2'));
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, null, null);
   return {
     ...llamaFamilyFields(raw, headDim),
@@ -723,8 +739,7 @@ function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: true,
     normAfter: true,
     moe: null,
-    // transformers 5.17 has no Olmo2ForTokenClassification (measured)
-    head: decoderHead(raw, 'Olmo2ForSequenceClassification', null),
+    head: decoderHead(raw, 'Olmo2ForSequenceClassification', tokenClassifierOf('olmo2', 'Olmo2')),
   };
 }
 
@@ -756,7 +771,7 @@ function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
  * false, 128 experts, 8 a token); the published models set norm_topk_prob true.
  */
 function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, ['Qwen3MoeForCausalLM', 'Qwen3MoeForSequenceClassification', 'Qwen3MoeForTokenClassification']);
+  checkArchitectures(raw, decoderArchitectures('qwen3_moe', 'Qwen3Moe'));
   checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 32, 4, null);
   // attribute_map: `num_experts` is stored as `num_local_experts`; a config.json may give either
@@ -792,6 +807,6 @@ function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
     qkNorm: true,
     // every layer dense (a decoder_sparse_step past the layers): no mixture of experts at all
     moe: denseLayers.length === layers ? null : { experts, topK, intermediate: int(raw, 'moe_intermediate_size', 768), kind: 'qwen3_moe', normTopK: bool(raw, 'norm_topk_prob', false), denseLayers },
-    head: decoderHead(raw, 'Qwen3MoeForSequenceClassification', 'Qwen3MoeForTokenClassification'),
+    head: decoderHead(raw, 'Qwen3MoeForSequenceClassification', tokenClassifierOf('qwen3_moe', 'Qwen3Moe')),
   };
 }

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { resolveHfConfig } from '../../../engine/models/hf/config.ts';
+import { WITHOUT_TOKEN_CLASSIFIER, resolveHfConfig } from '../../../engine/models/hf/config.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
@@ -194,6 +194,9 @@ describe('what transformers 5.17 and PEFT 0.21 printed on the H100 (test/fixture
       if (heads.for_token_classification[name]) expect(accepts, name).not.toThrow();
       else expect(accepts, name).toThrow(/architectures: ".*ForTokenClassification" is not simulated yet/);
     }
+    // the list the app's hint names: the decoders without one, and GPT-2 (its language model alone)
+    const without = Object.entries(modelTypes).filter(([name]) => !heads.for_token_classification[name]).map(([, modelType]) => modelType);
+    expect([...WITHOUT_TOKEN_CLASSIFIER].sort()).toEqual(['gpt2', ...without].sort());
   });
 
   it('the default dropout, what TOKEN_CLS trains, and the regression precisions PyTorch fails', () => {
