@@ -70,12 +70,16 @@ export class CudaDevice {
   /** Record the timeline (off for the trials of a search, which only need the peaks). */
   recordTimeline = true;
   /**
-   * Every storage handed out, with the events it lived between, when the peak's contents are wanted
+   * The storages handed out, with the events they lived between, when the peak's contents are wanted
    * (`recordStorages`): what was live at the peak is read once at the end (`liveAtPeak`), instead of copying the
-   * live set each time the peak rises.
+   * live set each time the peak rises. Those that can be live at no peak any more are let go as the list grows
+   * (`pruneStorages`): kept until the end, a simulation's storages outlived the young generation and every
+   * scavenge copied them (issue #15).
    */
   recordStorages = true;
   private readonly storages: Storage[] = [];
+  /** The list's length after the last pruning. */
+  private storagesKept = 0;
   /** Hears every storage allocated and freed (a step being recorded for replay: train/step-replay.ts). */
   observer: StorageObserver | null = null;
   private peakAllocated = 0;
@@ -187,7 +191,7 @@ export class CudaDevice {
       storage.serial = this.storageSerials++;
       this.changed();
       storage.allocEvent = this.events;
-      if (this.recordStorages) this.storages.push(storage);
+      if (this.recordStorages && this.storages.push(storage) > 2 * this.storagesKept + 4096) this.pruneStorages();
       this.observer?.allocated(storage, allocatorLabel);
     }
     return storage;
@@ -289,6 +293,22 @@ export class CudaDevice {
   /** The recorded timeline, one entry per event (engine/result/timeline.ts decimates it). */
   timeline(): RawTimeline {
     return this.timelineColumns.raw();
+  }
+
+  /**
+   * Lets go of the storages freed that were not live at the peak so far: later peaks come after their free, so
+   * they are live at none (`liveAtPeak` reads the rest, in the order they were allocated).
+   */
+  private pruneStorages(): void {
+    const at = this.peak.event;
+    const storages = this.storages;
+    let n = 0;
+    for (let i = 0; i < storages.length; i++) {
+      const s = storages[i]!;
+      if (s.block !== null || (s.allocEvent <= at && s.freeEvent > at)) storages[n++] = s;
+    }
+    storages.length = n;
+    this.storagesKept = n;
   }
 
   /** The storages alive right after the allocation that set the peak. */
