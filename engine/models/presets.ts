@@ -3,8 +3,6 @@
  * contents (the keys that matter for memory; transformers fills the rest with its defaults, as for a pasted
  * config); torchvision presets name the constructor. A plan says `{"preset": "llama-3-8b"}`.
  */
-import type { Plan } from '../plan/schema.ts';
-
 export interface HfPreset {
   kind: 'hf';
   /** The Hub repository the config comes from. */
@@ -199,11 +197,3 @@ export const PRESETS: Record<string, Preset> = {
 };
 
 export const PRESET_NAMES = Object.keys(PRESETS) as [string, ...string[]];
-
-/** The Hugging Face config.json a plan's model is: pasted (`hf_config`) or a preset's; null for layer lists and torchvision. */
-export function hfConfigOf(model: Plan['model']): Record<string, unknown> | null {
-  if ('hf_config' in model) return model.hf_config;
-  if (!('preset' in model)) return null;
-  const preset = PRESETS[model.preset];
-  return preset?.kind === 'hf' ? preset.config : null;
-}

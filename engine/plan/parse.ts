@@ -9,11 +9,10 @@ import { parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
 import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
-import { hfConfigOf } from '../models/presets.ts';
 import type { Issue } from '../result/common.ts';
 import { issueOf, schemaIssues } from './issues.ts';
 import { limitIssues, rawLayerIssue } from './limits.ts';
-import { planSchema, type Plan } from './schema.ts';
+import { hfConfigOf, planSchema, type Plan } from './schema.ts';
 
 export type PlanParse = { ok: true; plan: Plan } | { ok: false; issues: Issue[] };
 
@@ -67,8 +66,9 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
 export function pytorchFailure(plan: Plan): string | null {
   const config = hfConfigOf(plan.model);
   if (!config) return null;
+  const resolved = resolveHfConfig(config); // a variant of a valid plan: its config resolves
   try {
-    checkHeadPrecision(resolveHfConfig(config), plan.training.precision);
+    checkHeadPrecision(resolved, plan.training.precision);
     return null;
   } catch (error) {
     if (error instanceof InputError) return error.message;

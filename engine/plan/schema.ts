@@ -3,7 +3,7 @@
  * docs/plan-format.md explains every field. Unknown keys are rejected, so a typo is reported, not ignored.
  */
 import { z } from 'zod';
-import { PRESET_NAMES } from '../models/presets.ts';
+import { PRESETS, PRESET_NAMES } from '../models/presets.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
 const nonNegativeInt = z.number().int('must be a whole number').nonnegative('must be zero or more');
@@ -106,3 +106,11 @@ export type PlanInput = z.input<typeof planSchema>;
 export type ModelSpec = Plan['model'];
 export type TrainingSpec = Plan['training'];
 export type { LayerSpec };
+
+/** The Hugging Face config.json a plan's model is: pasted (`hf_config`) or a preset's; null for layer lists and torchvision. */
+export function hfConfigOf(model: ModelSpec): Record<string, unknown> | null {
+  if ('hf_config' in model) return model.hf_config;
+  if (!('preset' in model)) return null;
+  const preset = PRESETS[model.preset];
+  return preset?.kind === 'hf' ? preset.config : null;
+}

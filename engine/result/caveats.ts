@@ -11,8 +11,7 @@
  */
 import { z } from 'zod';
 import { hasBf16Arithmetic, type Evidence, type GpuSpec } from '../gpu/catalog.ts';
-import type { Plan } from '../plan/schema.ts';
-import { hfConfigOf } from '../models/presets.ts';
+import { hfConfigOf, type Plan } from '../plan/schema.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 
 /** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */

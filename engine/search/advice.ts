@@ -11,14 +11,13 @@
 import { InputError } from '../errors.ts';
 import { hasBf16Arithmetic } from '../gpu/catalog.ts';
 import type { DeviceSpec } from '../gpu/device.ts';
-import type { Plan } from '../plan/schema.ts';
+import { hfConfigOf, type Plan } from '../plan/schema.ts';
 import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../result/advice.ts';
 import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { simulate } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
-import { hfConfigOf } from '../models/presets.ts';
 import { pytorchFailure } from '../plan/parse.ts';
 import { bytesPerSample, findMaxBatch, fitsBySearch, largestBatch, type SearchStart } from './max-batch.ts';
 

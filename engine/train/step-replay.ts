@@ -85,9 +85,10 @@ class MarkReader {
 
 /**
  * Records one step's storage requests as the simulated GPU makes them (or a run's from loading on: Note [Replayed
- * runs]). This runs for every request of a recorded step: per storage its size, labels and category as it is
- * allocated; what rarely changes (the phase, whether frames that free memory on an exception are open, renames) is
- * kept where it changes.
+ * runs]). This runs for every request of a recorded step: the storage and the request; what rarely changes (the
+ * phase, whether frames that free memory on an exception are open, renames, an allocator label other than the
+ * storage's) is kept where it changes. The storages' sizes and names are read off them when the recording is over
+ * (RequestTape).
  */
 export class StepRecorder implements StorageObserver {
   private readonly cuda: CudaDevice;
@@ -245,7 +246,9 @@ export class RequestTape {
   /**
    * The tape takes the recorder's arrays (the recording is over: the recorder is not used again) and, per storage,
    * its size, the label the allocator was given (its label when allocated: before its first rename, `renames`) and
-   * what it is called once the recording is over (AccumulateGrad renames the gradient it steals).
+   * what it is called once the recording is over (AccumulateGrad renames the gradient it steals). So it is made as
+   * the recording ends, before anything renames a storage the recorder no longer hears (every tape is: the second
+   * step's, the recorded step's, the run's).
    */
   constructor(r: StepRecorder) {
     const storages = r.storages;

@@ -286,8 +286,8 @@ describe('comparing saved plans', () => {
     expect(modelDelta).toMatchObject({ reserved_delta_bytes: expect.any(Number) });
     expect(expected.changes.find((c) => c.key === 'training.precision')).toMatchObject({ reason_id: 'fails_in_pytorch' });
     for (const [locale, words] of [
-      ['en-US', /^alone, PyTorch fails this change's step: training\.precision: a regression head \(MSELoss\) on a bfloat16 model fails in PyTorch/],
-      ['zh-CN', /^单独应用此改动时 PyTorch 的训练步骤会报错：training\.precision: .*"Found dtype Float but expected BFloat16"/],
+      ['en-US', /^alone, this change makes PyTorch fail the step: training\.precision: a regression head \(MSELoss\) on a bfloat16 model fails in PyTorch/],
+      ['zh-CN', /^单独应用此改动时 PyTorch 会报错：training\.precision: .*"Found dtype Float but expected BFloat16"/],
     ] as const) {
       const window = await launchApp({ served: app.served, locale, height: 1000 });
       try {

@@ -22,9 +22,9 @@ describe('a change without a measure of its own, worded', () => {
 
   it('says PyTorch fails the step, in each language, with the engine’s reason localized', () => {
     const en = unmeasuredChangeText(catalogues.en, { ...change, reason_id: 'fails_in_pytorch', message: failure }, 'en');
-    expect(en).toBe(`alone, PyTorch fails this change's step: ${failure}`);
+    expect(en).toBe(`alone, this change makes PyTorch fail the step: ${failure}`);
     const zh = unmeasuredChangeText(catalogues['zh-CN'], { ...change, reason_id: 'fails_in_pytorch', message: failure }, 'zh-CN');
-    expect(zh.startsWith('单独应用此改动时 PyTorch 的训练步骤会报错：training.precision: ')).toBe(true);
+    expect(zh.startsWith('单独应用此改动时 PyTorch 会报错：training.precision: ')).toBe(true);
     expect(zh).not.toContain('fails in PyTorch'); // the reason is in Chinese too
     expect(zh).toContain('"Found dtype Float but expected BFloat16"'); // PyTorch's own words stay as it prints them
   });

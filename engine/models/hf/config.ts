@@ -546,8 +546,9 @@ function optionalPositive(raw: Record<string, unknown>, key: string, fallback: n
 function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma3_text'): GemmaConfig {
   const g3 = modelType === 'gemma3_text';
   const classifier = g3 ? 'Gemma3TextForSequenceClassification' : 'Gemma2ForSequenceClassification';
-  const tokenClassifier = tokenClassifierOf(modelType, g3 ? 'Gemma3Text' : 'Gemma2');
-  checkArchitectures(raw, decoderArchitectures(modelType, g3 ? 'Gemma3Text' : 'Gemma2', g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM'));
+  const model = g3 ? 'Gemma3Text' : 'Gemma2';
+  const tokenClassifier = tokenClassifierOf(modelType, model);
+  checkArchitectures(raw, decoderArchitectures(modelType, model, g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM'));
   if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
     throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
   }

@@ -86,7 +86,7 @@ const en = {
   cmpChange: (setting: string, from: string, to: string) => `${setting}: ${from} → ${to}`,
   cmpTogether: 'the changes together (they overlap)',
   cmpNotSimulated: (reason: string) => `not simulated alone${reason ? `: ${reason}` : ''}`,
-  cmpFailsInPytorch: (reason: string) => `alone, PyTorch fails this change's step${reason ? `: ${reason}` : ''}`,
+  cmpFailsInPytorch: (reason: string) => `alone, this change makes PyTorch fail the step${reason ? `: ${reason}` : ''}`,
   cmpAloneOom: 'alone, this change runs out of memory',
   cmpPeakReservedShort: 'peak reserved',
 };
@@ -167,7 +167,7 @@ export const compareMessages = defineMessages(en, {
   cmpChange: (setting, from, to) => `${setting}：${from} → ${to}`,
   cmpTogether: '多项改动叠加（效果有重叠）',
   cmpNotSimulated: (reason) => `无法单独模拟${reason ? `：${reason}` : ''}`,
-  cmpFailsInPytorch: (reason) => `单独应用此改动时 PyTorch 的训练步骤会报错${reason ? `：${reason}` : ''}`,
+  cmpFailsInPytorch: (reason) => `单独应用此改动时 PyTorch 会报错${reason ? `：${reason}` : ''}`,
   cmpAloneOom: '单独应用此改动会显存不足',
   cmpPeakReservedShort: '峰值预留显存',
 });

@@ -90,7 +90,7 @@ const en = {
   parameters: (count: string) => `${count} parameters`,
   hfConfig: 'Hugging Face config.json',
   hfHint: (modelTypes: readonly string[], withoutTokenClassifier: readonly string[]) =>
-    `Paste the model’s config.json as it is; its architectures picks the head (a …ForSequenceClassification, for every model type but gpt2, trains a classifier as its problem_type says: single-label classification (a class id per sequence), regression (float scores; the default for one label) or multi_label_classification (a 0/1 target per label)); a …ForTokenClassification, for every model type but ${withoutTokenClassifier.slice(0, -1).join(', ')} and ${withoutTokenClassifier[withoutTokenClassifier.length - 1]}, trains a token classifier (a class id per token, as for named-entity recognition). Simulated model types: ${modelTypes.join(', ')}.`,
+    `Paste the model’s config.json as it is; its architectures picks the head (a …ForSequenceClassification, for every model type but gpt2, trains a classifier as its problem_type says: single-label classification (a class id per sequence), regression (float scores; the default for one label) or multi_label_classification (a 0/1 target per label)); a …ForTokenClassification, for every model type but ${new Intl.ListFormat('en', { type: 'conjunction' }).format(withoutTokenClassifier)}, trains a token classifier (a class id per token, as for named-entity recognition). Simulated model types: ${modelTypes.join(', ')}.`,
   hfOpen: 'Open file…',
   hfExample: 'Insert Llama 3 8B example',
   hfEmpty: 'Paste a config.json here.',
@@ -294,7 +294,7 @@ export const shell = defineMessages(en, {
   parameters: (count) => `${count} 参数`,
   hfConfig: 'Hugging Face config.json',
   hfHint: (modelTypes, withoutTokenClassifier) =>
-    `直接粘贴模型的 config.json；其中的 architectures 决定训练哪个头（除 gpt2 外，…ForSequenceClassification 按 problem_type 训练序列分类器：单标签分类（每个序列一个类别 id）、回归（regression，浮点分数；只有一个标签时为默认）或多标签分类（multi_label_classification，每个标签一个 0/1 目标））；…ForTokenClassification（${withoutTokenClassifier.slice(0, -1).join('、')} 和 ${withoutTokenClassifier[withoutTokenClassifier.length - 1]} 除外）训练 token 分类器（每个 token 一个类别 id，如命名实体识别）。支持模拟的 model_type：${modelTypes.join('、')}。`,
+    `直接粘贴模型的 config.json；其中的 architectures 决定训练哪个头（除 gpt2 外，…ForSequenceClassification 按 problem_type 训练序列分类器：单标签分类（每个序列一个类别 id）、回归（regression，浮点分数；只有一个标签时为默认）或多标签分类（multi_label_classification，每个标签一个 0/1 目标））；…ForTokenClassification（${new Intl.ListFormat('zh-CN', { type: 'conjunction' }).format(withoutTokenClassifier)} 除外）训练 token 分类器（每个 token 一个类别 id，如命名实体识别）。支持模拟的 model_type：${modelTypes.join('、')}。`,
   hfOpen: '打开文件…',
   hfExample: '插入 Llama 3 8B 示例',
   hfEmpty: '在此粘贴 config.json。',

@@ -62,12 +62,18 @@ describe('replayed steps give the full simulation, field for field', () => {
         if (replayedSteps > 0) replayedCases++;
       }
       const device = planGpu(plan);
+      // with the labels the allocator was given: a replayed storage is allocated under its name at that point (a
+      // gradient before AccumulateGrad renamed it), whatever it was called later; the first replays a whole run
+      // (the one `both` recorded: Note [Replayed runs]), the second the steps (recorded again)
       const trace = (replaySteps: boolean) => {
         const events: string[] = [];
-        simulate(plan, { device, timelinePoints: 0, replaySteps, onTrace: (action, addr, size) => events.push(`${action} ${addr} ${size}`) });
+        simulate(plan, { device, timelinePoints: 0, replaySteps, onTrace: (action, addr, size, _stream, label) => events.push(`${action} ${addr} ${size} ${label ?? ''}`) });
         return events;
       };
-      expect(trace(true)).toEqual(trace(false));
+      const fullTrace = trace(false);
+      expect(trace(true)).toEqual(fullTrace);
+      forgetRecordedRuns();
+      expect(trace(true)).toEqual(fullTrace);
     }, 60_000);
   }
 
