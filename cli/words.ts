@@ -118,6 +118,8 @@ export function noteText(note: Note): string {
       }), so later steps are not proven to fit: the peaks are those of these steps.`;
     case 'lora_targets_unmatched':
       return `No module of this model is named ${note.targets.map((t) => `"${t}"`).join(' or ')}, so LoRA adapts only the other target modules (PEFT says nothing while one name matches): check the names against model.named_modules().`;
+    case 'needs_more_than_simulated':
+      return `It runs out of memory even with no cap on a GPU of ${formatSize(note.bytes)}, the most memplan simulates: it needs more than that.`;
     case 'checkpoint_inputs_no_grad':
       return `With reentrant checkpointing, the input of ${note.blocks} checkpointed block${note.blocks === 1 ? '' : 's'} needs no gradient (it comes from a frozen embedding, or from the data, and nothing calls model.enable_input_require_grads()): PyTorch warns "None of the inputs have requires_grad=True" and computes no gradient inside ${note.blocks === 1 ? 'it' : 'them'}, so ${note.blocks === 1 ? 'its' : 'their'} parameters are not trained, as simulated here. Call model.enable_input_require_grads(), or use non-reentrant checkpointing, to train them.`;
   }
@@ -132,8 +134,9 @@ export function unstableRegionText(region: { from_batch: number; to_batch: numbe
 }
 
 /** What a plan that does not fit needs (max-batch's `needed`). */
-export function neededText(needed: { peak_reserved_bytes: number; fits_on: { id: string }[] }, size: (n: number) => string): string {
+export function neededText(needed: { peak_reserved_bytes: number | null; more_than_bytes: number | null; fits_on: { id: string }[] }, size: (n: number) => string): string {
   const where = needed.fits_on.length ? `it fits on ${needed.fits_on.map((g) => g.id).join(', ')}` : 'it fits on no GPU of the catalog';
+  if (needed.peak_reserved_bytes === null) return `Batch 1 runs out of memory even with no cap on a GPU of ${size(needed.more_than_bytes ?? 0)}, the most memplan simulates: it needs more than that, and ${where}.`;
   return (
     `Batch 1 reserves ${size(needed.peak_reserved_bytes)} here with no cap (less under a cap: PyTorch frees its cache and retries). ` +
     `Simulated on each GPU of the catalog, whose attention kernels and workspaces differ, ${where}.`
@@ -141,7 +144,8 @@ export function neededText(needed: { peak_reserved_bytes: number; fits_on: { id:
 }
 
 export function recommendationText(r: Recommendation, cap: number): string {
-  const rounded = r.multiple_of > 1 ? `, rounded down to a multiple of ${r.multiple_of}` : '';
+  // --multiple-of: the batch is one (rounded down), or no multiple qualifies (one below the multiple itself)
+  const rounded = r.multiple_of <= 1 ? '' : r.batch % r.multiple_of === 0 ? `, rounded down to a multiple of ${r.multiple_of}` : `; no multiple of ${r.multiple_of} qualifies`;
   switch (r.reason_id) {
     case 'nothing_fits':
       return 'Recommended: none (even a batch of 1 runs out of memory).';

@@ -15,7 +15,7 @@ export { parseGpuCatalog, findGpu, memoryAvailableToPyTorch, outsideAllocatorByt
 export { DEFAULT_GPU, deviceFor, planGpu, capBytes, planNeedsConvTable, type Device, type DeviceSpec } from './gpu/device.ts';
 
 // Simulating, searching, advising, replaying.
-export { simulate, type SimulateOptions } from './train/simulate.ts';
+export { UNBOUNDED_MEMORY_BYTES, simulate, type SimulateOptions } from './train/simulate.ts';
 export { searchMaxBatch, findMaxBatch, fitsBySearch, likelyTrials, nextTrial, searchOnPool, simulateTrial, kWorthWorkersMs, DEFAULT_SAFETY_MARGIN, type MaxBatchOptions, type PoolSearchOptions, type PoolSearchStats, type TrialOutcome, type TrialPool } from './search/max-batch.ts';
 export { adviseSteps, advise, adviseVariant, planVariants, rankAdvice, setUpAdvice, type AdviceEvent, type AdviceOptions, type AdviceSetup, type Variant, type VariantOptions } from './search/advice.ts';
 export { readSnapshotBytes, parseSnapshot, type MemorySnapshot } from './snapshot/snapshot.ts';

@@ -1,5 +1,5 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError, advise, formatSize, setUpAdvice, simulate, stringifyResult, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
+import { InputError, UNBOUNDED_MEMORY_BYTES, advise, formatSize, setUpAdvice, simulate, stringifyResult, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -103,9 +103,11 @@ async function run(args: string[]): Promise<void> {
   // is that plan's question.
   const answer = answerLines(file, r);
   if (!values.json) process.stdout.write(joinLines(answer, ''));
-  const advice = (values.advice ?? !r.fits) ? advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }) : null;
+  // A plan that does not fit is compared by what it needs with no cap (Note [Advice for a plan that does not fit]).
+  const base = { device, basePeakReservedBytes: r.fits ? r.peak_reserved_bytes : (r.needed_bytes ?? UNBOUNDED_MEMORY_BYTES), baseFits: r.fits };
+  const advice = (values.advice ?? !r.fits) ? advise(plan, base) : null;
   // what --advice would simulate: the same setup advise makes (LoRA too, for a plan that does not fit)
-  const changes = advice ? 0 : setUpAdvice(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes, baseFits: r.fits }).variants.length;
+  const changes = advice ? 0 : setUpAdvice(plan, base).variants.length;
   if (values.json) {
     const notComputed: AdviceNotComputed = { reason: values.advice === false ? 'no_advice' : 'plan_fits', changes };
     const output: SimulateOutput = { ...r, plan_name: r.plan_name || file, ...(advice ? { advice } : { advice_not_computed: notComputed }) };

@@ -47,7 +47,11 @@ export const ADVICE_PARAMS = {
 export type AdviceId = keyof typeof ADVICE_PARAMS;
 export const ADVICE_IDS = Object.keys(ADVICE_PARAMS) as [AdviceId, ...AdviceId[]];
 
-/** What a variant was simulated to need (and, for a max-batch search, the largest batch it fits). */
+/**
+ * What a variant was simulated to need (and, for a max-batch search, the largest batch it fits). Under the memory
+ * goal, the peaks of a variant that does not fit, and the plan's own when it does not, are what it needs with no
+ * cap (needed_bytes), not the peaks reached before the error (Note [Advice for a plan that does not fit]).
+ */
 const adviceMeasures = {
   peak_allocated_bytes: bytes,
   peak_reserved_bytes: bytes,
@@ -158,6 +162,11 @@ export const NOTE_PARAMS = {
    * matches), so fewer modules are adapted than the plan may mean: likely a typo or another model's names.
    */
   lora_targets_unmatched: { targets: z.array(z.string()) },
+  /**
+   * The plan runs out of memory even with no cap on a GPU of `bytes` (64 TiB, the most memplan simulates): it needs
+   * more than that, so `needed_bytes` is null rather than the peak reached before the error.
+   */
+  needs_more_than_simulated: { bytes },
 } as const;
 
 export type NoteId = keyof typeof NOTE_PARAMS;
@@ -170,6 +179,7 @@ export const noteSchema = z.discriminatedUnion('id', [
   note('not_steady'),
   note('checkpoint_inputs_no_grad'),
   note('lora_targets_unmatched'),
+  note('needs_more_than_simulated'),
 ]);
 
 export type AdviceItem = z.output<typeof adviceItemSchema>;

@@ -56,9 +56,13 @@ export const unstableRegionSchema = z.object({
 
 /** What a plan that does not fit at batch 1 needs (`max_batch` 0). */
 export const neededSchema = z.object({
-  /** Batch 1 simulated on the plan's GPU with no cap and unbounded memory: its peak reserved and allocated. */
-  peak_reserved_bytes: bytes,
-  peak_allocated_bytes: bytes,
+  /**
+   * Batch 1 simulated on the plan's GPU with no cap and unbounded memory: its peak reserved and allocated; null when
+   * it runs out even there (it needs more than `more_than_bytes`, the most memplan simulates).
+   */
+  peak_reserved_bytes: bytes.nullable(),
+  peak_allocated_bytes: bytes.nullable(),
+  more_than_bytes: bytes.nullable().default(null),
   /** The catalog GPUs (ids) where batch 1 fits, with the memory PyTorch can use on each; [] when none does. */
   fits_on: z.array(z.object({ id: z.string(), name: z.string(), available_bytes: bytes })),
 });

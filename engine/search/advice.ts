@@ -15,7 +15,7 @@ import { hfConfigOf, type Plan } from '../plan/schema.ts';
 import type { AdviceId, AdviceItem, AdviceResult, NotApplicable } from '../result/advice.ts';
 import type { MaxBatchResult, Trial } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
-import { simulate } from '../train/simulate.ts';
+import { neededMemory, simulate, UNBOUNDED_MEMORY_BYTES } from '../train/simulate.ts';
 import { LORA_MODEL_TYPES, PEFT_LORA_DEFAULTS, peftDefaultTargets } from '../models/peft/lora.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
 import { pytorchFailure } from '../plan/parse.ts';
@@ -139,7 +139,10 @@ export interface AdviceOptions {
   device: DeviceSpec;
   /** `memory` (default): lower peak reserved; `batch`: a larger effective batch than `maxBatch`'s. */
   goal?: 'memory' | 'batch';
-  /** The plan's own peak reserved, when the caller has simulated it already (goal `memory`). */
+  /**
+   * The plan's own peak reserved, when the caller has simulated it already (goal `memory`): for a plan that does
+   * not fit, what it needs with no cap (its `needed_bytes`: Note [Advice for a plan that does not fit]).
+   */
   basePeakReservedBytes?: number;
   /** Whether the plan fits, when the caller has simulated it already (goal `memory`; decides the LoRA advice). */
   baseFits?: boolean;
@@ -178,7 +181,7 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
   const search = goal === 'batch' ? (options.maxBatch ?? findMaxBatch(plan, { device })) : null;
   // Under the `batch` goal the variants are compared at the largest batch that fits (or 1).
   const at = search ? withTraining(plan, { batch_size: Math.max(1, search.max_batch) }) : plan;
-  const base = options.basePeakReservedBytes !== undefined && !search ? null : peakOf(at, search?.trials ?? [], device);
+  const base = options.basePeakReservedBytes !== undefined && !search ? null : search ? peakOf(at, search.trials, device) : memoryMeasure(at, device);
   const { variants: candidates, not_applicable: notApplicable } = planVariants(at, { microBatch: search ? search.max_batch : plan.training.batch_size, goal, gpu: device });
   // Note [LoRA advice]: "does not fit" is the plan's own batch under the `batch` goal, its simulation otherwise.
   const lora = loraVariant(at, () => (search ? fitsBySearch(search, plan.training.batch_size) : (options.baseFits ?? base?.fits ?? peakOf(at, [], device).fits)));
@@ -193,6 +196,26 @@ export function setUpAdvice(plan: Plan, options: AdviceOptions): AdviceSetup {
     // Each variant's search starts from the plan's (Note [Aimed searches]).
     start: search ? { batch: at.training.batch_size, bytesPerSample: bytesPerSample(search.trials) } : null,
   };
+}
+
+/*
+ * Note [Advice for a plan that does not fit]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * A simulation that runs out of memory stops at the failing request: its peaks are what it reached before it,
+ * about the cap whatever the plan needs. Compared by those peaks, a plan that does not fit and its variants that
+ * do not either differ by noise: Llama 3.1 8B with LoRA on an RTX 4090 needs 75 GiB as planned, 42 GiB with
+ * checkpointing and 50 GiB with bf16 weights, and advice said checkpointing "saves nothing" and bf16 weights "uses
+ * 44 MiB more". So under the memory goal a plan, the plan itself or a variant, is measured by its peak under the cap
+ * where it fits (what its GPU will show) and by what it needs with no cap where it does not (`needed_bytes`: the
+ * plan simulated on its GPU with unbounded memory), and a variant saves the difference. A plan that runs out even
+ * there counts as needing UNBOUNDED_MEMORY_BYTES (more, in truth).
+ */
+function memoryMeasure(plan: Plan, device: DeviceSpec): Omit<Trial, 'index'> {
+  const r = simulate(plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false });
+  const fits = r.oom === null;
+  if (fits) return { batch: plan.training.batch_size, fits, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, oom: null };
+  const needed = neededMemory(plan, device) ?? { peak_allocated_bytes: UNBOUNDED_MEMORY_BYTES, peak_reserved_bytes: UNBOUNDED_MEMORY_BYTES };
+  return { batch: plan.training.batch_size, fits, ...needed, oom: r.oom };
 }
 
 /** A search trial is the simulation advice would run (peaks only; to steady state). */
@@ -211,13 +234,22 @@ export function adviseVariant(setup: AdviceSetup, v: Variant, device: DeviceSpec
   try {
     // Under the `batch` goal a variant's own search (its largest batch only) also tries the compared batch, mostly.
     const largest = start && v.id !== 'accumulation' ? largestBatch(v.plan, { device }, start) : null;
-    const r = peakOf(v.plan, largest?.trials ?? [], device);
+    const r = search ? peakOf(v.plan, largest?.trials ?? [], device) : memoryMeasure(v.plan, device);
     item = { id: v.id, ...v.params, peak_allocated_bytes: r.peak_allocated_bytes, peak_reserved_bytes: r.peak_reserved_bytes, saved_bytes: setup.base_peak_reserved_bytes - r.peak_reserved_bytes, fits: r.fits } as AdviceItem;
     if (search) {
       if (v.id === 'accumulation' && r.fits) {
         // The same micro-batch with more steps fits: the largest micro-batch is the plan's (numbers that agree with its search).
         item.max_batch = v.params.micro_batch;
-      } else item.max_batch = (largest ?? largestBatch(v.plan, { device }, { ...start!, tried: r })).max_batch;
+      } else {
+        const own = largest ?? largestBatch(v.plan, { device }, { ...start!, tried: r });
+        item.max_batch = own.max_batch;
+        if (v.id === 'accumulation') {
+          // The half micro-batch runs out with more steps too: the advice is the largest micro-batch that fits with
+          // them, and its peaks are that batch's (its search simulated it), not those of the one that ran out.
+          const at = own.trials.find((t) => t.batch === Math.max(1, own.max_batch)) ?? peakOf(withTraining(v.plan, { batch_size: Math.max(1, own.max_batch) }), [], device);
+          Object.assign(item, { peak_allocated_bytes: at.peak_allocated_bytes, peak_reserved_bytes: at.peak_reserved_bytes, saved_bytes: setup.base_peak_reserved_bytes - at.peak_reserved_bytes, fits: at.fits });
+        }
+      }
       item.max_effective_batch = item.max_batch * v.plan.training.grad_accumulation_steps;
       if (v.id === 'accumulation') Object.assign(item, { micro_batch: Math.max(1, item.max_batch), effective_batch: Math.max(1, item.max_batch) * v.plan.training.grad_accumulation_steps });
     }

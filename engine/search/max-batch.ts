@@ -13,7 +13,7 @@ import type { Plan } from '../plan/schema.ts';
 import type { MaxBatchResult, Needed, Recommendation, Trial, UnstableRegion } from '../result/max-batch.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
 import { caveatsFor } from '../result/caveats.ts';
-import { neededMemory, simulate } from '../train/simulate.ts';
+import { UNBOUNDED_MEMORY_BYTES, neededMemory, simulate } from '../train/simulate.ts';
 
 export { capBytes };
 
@@ -480,7 +480,7 @@ function needed(plan: Plan, options: MaxBatchOptions): Needed {
     const r = simulate(uncapped as Plan, { device, timelinePoints: 0, peakDetails: false, neededOnOom: false, untilSteady: options.untilSteady });
     if (r.oom === null) fitsOn.push({ id: device.id ?? '', name: device.name, available_bytes: available });
   }
-  return { ...need, fits_on: fitsOn };
+  return need ? { ...need, more_than_bytes: null, fits_on: fitsOn } : { peak_reserved_bytes: null, peak_allocated_bytes: null, more_than_bytes: UNBOUNDED_MEMORY_BYTES, fits_on: fitsOn };
 }
 
 /*

@@ -128,14 +128,14 @@ export interface SimulateOptions {
  * Memory of the "unbounded" GPU `needed_bytes` is simulated on: 64 TiB, as much as the simulated address space
  * holds below where CUDA places device memory (allocator/device-memory.ts), and far above any plan's needs.
  */
-const kUnboundedMemoryBytes = 2 ** 46;
+export const UNBOUNDED_MEMORY_BYTES = 2 ** 46;
 
 /** The largest device whose segments are placed by the CUDA driver's rule: 16 TiB (every real GPU is far below). */
 const kDriverPlacementMaxBytes = 2 ** 44;
 
 /** The plan's GPU with unbounded memory: what a plan needs, free of any cap (`needed_bytes`). */
 export function unboundedDevice(spec: DeviceSpec): DeviceSpec {
-  return { ...spec, total_memory_bytes: kUnboundedMemoryBytes };
+  return { ...spec, total_memory_bytes: UNBOUNDED_MEMORY_BYTES };
 }
 
 /*
@@ -164,11 +164,14 @@ function createAutogradThreadHandles(device: SimulatedDevice, bytes: number): vo
   device.capacityBytes -= bytes;
 }
 
-/** Peak reserved and allocated of the plan with no cap on unbounded memory (the plan's GPU otherwise). */
-export function neededMemory(plan: Plan, spec: DeviceSpec): { peak_reserved_bytes: number; peak_allocated_bytes: number } {
+/**
+ * Peak reserved and allocated of the plan with no cap on unbounded memory (the plan's GPU otherwise); null when it
+ * runs out even there: it needs more than UNBOUNDED_MEMORY_BYTES, and the peaks it reached are not what it needs.
+ */
+export function neededMemory(plan: Plan, spec: DeviceSpec): { peak_reserved_bytes: number; peak_allocated_bytes: number } | null {
   const { gpu: _cap, ...uncapped } = plan;
   const r = simulate(uncapped as Plan, { device: unboundedDevice(spec), timelinePoints: 0, peakDetails: false, neededOnOom: false });
-  return { peak_reserved_bytes: r.peak_reserved_bytes, peak_allocated_bytes: r.peak_allocated_bytes };
+  return r.oom === null ? { peak_reserved_bytes: r.peak_reserved_bytes, peak_allocated_bytes: r.peak_allocated_bytes } : null;
 }
 
 export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
@@ -457,7 +460,9 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   }
   const cap = capBytes(plan, spec);
   const notes: Note[] = [{ id: 'parameters_loaded_in_training_dtype' }];
+  const needed = oom && options.neededOnOom !== false ? neededMemory(plan, spec) : undefined;
   if (oom) notes.push({ id: 'stopped_at_oom', step: oom.step, phase: oom.phase });
+  if (needed === null) notes.push({ id: 'needs_more_than_simulated', bytes: UNBOUNDED_MEMORY_BYTES });
   else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
   if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
@@ -484,7 +489,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     memory_stats: allocator.memoryStats(),
     memory_summary: memorySummary(allocator.stats),
     oom,
-    needed_bytes: oom && options.neededOnOom !== false ? neededMemory(plan, spec).peak_reserved_bytes : null,
+    needed_bytes: needed?.peak_reserved_bytes ?? null,
     notes,
     caveats: caveatsFor(plan, spec, { convWorkspacesEstimated: cuda.convWorkspacesEstimated }),
   };

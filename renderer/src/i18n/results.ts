@@ -176,6 +176,7 @@ const en = {
     }), so later steps are not proven to fit: the peaks are those of these steps.`,
   rNoteLoraTargetsUnmatched: (targets: readonly string[]) =>
     `No module of this model is named ${targets.map((t) => `“${t}”`).join(' or ')}, so LoRA adapts only the other target modules (PEFT says nothing while one name matches): check the names against model.named_modules().`,
+  rNoteNeedsMoreThanSimulated: (size: string) => `It runs out of memory even with no cap on a GPU of ${size}, the most memplan simulates: it needs more than that.`,
   rNoteCheckpointInputsNoGrad: (blocks: number) =>
     `With reentrant checkpointing, the input of ${blocks} checkpointed block${blocks === 1 ? '' : 's'} needs no gradient (it comes from a frozen embedding, or from the data, and nothing calls model.enable_input_require_grads()): PyTorch warns “None of the inputs have requires_grad=True” and computes no gradient inside ${blocks === 1 ? 'it' : 'them'}, so ${blocks === 1 ? 'its' : 'their'} parameters are not trained, as simulated here. Call model.enable_input_require_grads(), or use non-reentrant checkpointing, to train them.`,
 
@@ -196,6 +197,7 @@ const en = {
   rRecMarginNotKept: (margin: string, headroom: string) =>
     `No batch that fits keeps ${margin} of the cap free: this is the largest that fits, with only ${headroom} to spare. Expect it to be fragile.`,
   rRecRounded: (multiple: number) => `Rounded down to a multiple of ${multiple}.`,
+  rRecNoMultiple: (multiple: number) => `No multiple of ${multiple} qualifies.`,
   rUpperBound: 'The search stopped at its upper bound: an even larger batch may fit.',
   rNothingFits: 'Nothing fits, not even a batch of 1',
   rNothingFitsDetail: (gpu: string, cap: string) => `A batch of 1 runs out of memory on the ${gpu} (${cap} for PyTorch).`,
@@ -221,6 +223,7 @@ const en = {
   rUnstableRecBelow: (rec: string, from: string) => `The recommendation (${rec}) stays below ${from}, where every batch tried fits.`,
   // What a plan that fits nowhere needs (`needed`), and a simulate out of memory (`needed_bytes`)
   rNeededReserved: (reserved: string, allocated: string) => `With no cap, a batch of 1 reserves ${reserved} at its peak (${allocated} of it allocated to tensors).`,
+  rNeededMoreThan: (size: string) => `Even with no cap, a batch of 1 runs out of memory on a GPU of ${size}, the most memplan simulates: it needs more than that.`,
   rFitsOnNone: 'It fits on none of the catalog’s GPUs: it needs a smaller model, fewer trainable parameters or memory across several GPUs.',
   rFitsOnHow: 'Batch 1 simulated on each GPU of the catalog, with the memory PyTorch may use on it:',
   rOomNeeded: (needed: string, over: string) => `With no cap this plan reserves ${needed} at its peak: ${over} more than PyTorch may use here.`,
@@ -407,6 +410,7 @@ const zh = {
     }），所以无法证明之后的步也放得下：峰值只是这些步的峰值。`,
   rNoteLoraTargetsUnmatched: (targets: readonly string[]) =>
     `这个模型没有名为 ${targets.map((t) => `“${t}”`).join('、')} 的模块，所以 LoRA 只加在其他目标模块上（只要有一个名字匹配，PEFT 就不会提示）：请对照 model.named_modules() 检查模块名。`,
+  rNoteNeedsMoreThanSimulated: (size: string) => `即使不设上限、在 ${size} 显存的 GPU 上（memplan 模拟的上限）也会显存不足：它需要的显存比这还多。`,
   rNoteCheckpointInputsNoGrad: (blocks: number) =>
     `使用重入的梯度检查点时，有 ${blocks} 个检查点块的输入不需要梯度（它来自已冻结的嵌入层或直接来自数据，且没有调用 model.enable_input_require_grads()）：PyTorch 会警告“None of the inputs have requires_grad=True”，不在${blocks === 1 ? '该块' : '这些块'}内计算梯度，块内的参数因此得不到训练，这里的模拟结果也是如此。要训练${blocks === 1 ? '它' : '它们'}，请调用 model.enable_input_require_grads()，或改用非重入的梯度检查点。`,
 
@@ -425,6 +429,7 @@ const zh = {
     `留出上限的 ${margin}（${marginBytes}）不用：接近上限时，批量能否放下并不单调；真实运行中还有方案没有描述的部分（其他进程、NCCL、cuDNN 自动调优）。这个批量下的余量：${headroom}。`,
   rRecMarginNotKept: (margin: string, headroom: string) => `没有哪个放得下的批量能留出上限的 ${margin}：这是能放下的最大批量，只剩 ${headroom} 余量，容易出问题。`,
   rRecRounded: (multiple: number) => `已向下取整为 ${multiple} 的倍数。`,
+  rRecNoMultiple: (multiple: number) => `没有符合条件的 ${multiple} 的倍数。`,
   rUpperBound: '搜索到达了上界：更大的批量也许还能放下。',
   rNothingFits: '什么都放不下，批量大小为 1 也不行',
   rNothingFitsDetail: (gpu: string, cap: string) => `批量大小为 1 时，在 ${gpu}（PyTorch 可用 ${cap}）上就会显存不足。`,
@@ -446,6 +451,7 @@ const zh = {
   rTwoSentences: (first: string, second: string) => `${first}${second}`,
   rUnstableRecBelow: (rec: string, from: string) => `推荐的批量（${rec}）保持在 ${from} 以下，这一范围内试过的批量都放得下。`,
   rNeededReserved: (reserved: string, allocated: string) => `不设上限时，批量大小为 1 的峰值预留显存为 ${reserved}（其中已分配给张量的是 ${allocated}）。`,
+  rNeededMoreThan: (size: string) => `即使不设上限，批量大小为 1 在 ${size} 显存的 GPU 上（memplan 模拟的上限）也会显存不足：它需要的显存比这还多。`,
   rFitsOnNone: '目录里没有哪块 GPU 放得下：需要更小的模型、更少的可训练参数，或把显存分摊到多块 GPU 上。',
   rFitsOnHow: '在目录里的每块 GPU 上模拟批量大小为 1，后面是 PyTorch 在该 GPU 上可用的显存：',
   rOomNeeded: (needed: string, over: string) => `不设上限时，这个方案的峰值预留显存为 ${needed}：比这里 PyTorch 可用的多 ${over}。`,

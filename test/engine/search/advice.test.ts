@@ -1,7 +1,7 @@
 /** Advice: every variant is a real simulation of the changed plan; only changes that help are listed, the rest say why not. */
 import { describe, expect, it } from 'vitest';
 import { planGpu } from '../../../cli/gpus.ts';
-import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, loraConfigCode, parsePlan, planVariants, simulate, type Plan, type VariantOptions } from '../../../engine/index.ts';
+import { ADVICE_IDS, adviceResultSchema, advise, adviseSteps, findMaxBatch, loraConfigCode, parsePlan, planVariants, setUpAdvice, simulate, type Plan, type VariantOptions } from '../../../engine/index.ts';
 
 const plan = parsePlan({
   format: 'memplan.plan',
@@ -70,6 +70,48 @@ describe('advice', () => {
     }
     expect(seen.sort()).toEqual([...ADVICE_IDS].sort());
     expect(next.value.advice.length).toBeGreaterThan(0);
+  });
+
+  it('for a plan that does not fit, measures each change by what it needs with no cap, not by the peak reached before the error', () => {
+    // GPT-2 medium in fp32 at 8 x 1024 under 6 GiB: every variant runs out too; the peaks reached before the error
+    // sit near the cap whatever the change does (Note [Advice for a plan that does not fit])
+    const oom = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2-medium' }, training: { batch_size: 8, seq_len: 1024, precision: 'fp32' }, gpu: { memory_limit_bytes: 6 * 2 ** 30 } });
+    const d = planGpu(oom);
+    const own = simulate(oom, { device: d, timelinePoints: 0 });
+    expect(own.fits).toBe(false);
+    const result = advise(oom, { device: d });
+    expect(result.base_peak_reserved_bytes).toBe(own.needed_bytes);
+    const needed = (p: Plan) => {
+      const r = simulate(p, { device: d, timelinePoints: 0 });
+      return r.fits ? r.peak_reserved_bytes : r.needed_bytes!;
+    };
+    for (const a of result.advice) {
+      const v = setUpAdvice(oom, { device: d }).variants.find((x) => x.id === a.id)!;
+      expect(a.peak_reserved_bytes, a.id).toBe(needed(v.plan));
+      expect(a.saved_bytes, a.id).toBe(own.needed_bytes! - a.peak_reserved_bytes);
+    }
+    // checkpointing keeps a block's input instead of its activations: gigabytes less, not the noise of peaks at the cap
+    const checkpointing = result.advice.find((a) => a.id === 'checkpointing')!;
+    expect(checkpointing.saved_bytes).toBeGreaterThan(2 * 2 ** 30);
+    expect(result.advice.find((a) => a.id === 'amp_bf16')!.saved_bytes).toBeGreaterThan(2 ** 30);
+    // the answer the command gives passes the same base (its needed_bytes)
+    expect(advise(oom, { device: d, basePeakReservedBytes: own.needed_bytes!, baseFits: false })).toEqual(result);
+  });
+
+  it('after a search, the accumulation change reports the peaks of the micro-batch it advises, not of the one that ran out', () => {
+    // Under 2 and 8 GiB the plan's largest micro-batch with two accumulation steps runs out (gradients held across
+    // micro-steps): the change advised is a smaller micro-batch, and its peaks are that one's.
+    for (const cap of [2, 8].map((g) => g * 2 ** 30)) {
+      const capped = { ...plan, gpu: { memory_limit_bytes: cap } };
+      const search = findMaxBatch(capped, { device });
+      const result = advise(capped, { device, goal: 'batch', maxBatch: search });
+      const a = result.advice.find((x) => x.id === 'accumulation');
+      if (a?.id !== 'accumulation') throw new Error(`no accumulation advice under ${cap} B`);
+      expect(a.micro_batch).toBeLessThan(search.max_batch);
+      const at = simulate({ ...capped, training: { ...capped.training, batch_size: a.micro_batch, grad_accumulation_steps: a.steps } }, { device, timelinePoints: 0 });
+      expect(a.peak_reserved_bytes).toBe(at.peak_reserved_bytes);
+      expect(a.fits).toBe(at.oom === null);
+    }
   });
 
   it('after a search, advises what fits a larger effective batch, with numbers that agree with the search (issue 13)', () => {

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { deviceFor, gpuCatalog, planGpu } from '../../../cli/gpus.ts';
 import { findMaxBatch, maxBatchResultSchema, parsePlan, searchMaxBatch, simulate, simulateResultSchema } from '../../../engine/index.ts';
+import { noteText, recommendationText } from '../../../cli/words.ts';
 
 const mlp = (cap: number) =>
   parsePlan({
@@ -46,6 +47,18 @@ describe('max-batch search as a generator', () => {
     expect(r.recommendation.headroom_bytes).toBeGreaterThanOrEqual(r.recommendation.margin_bytes);
   });
 
+  it('with a multiple above the recommendation: the recommendation as it is, and the words say no multiple qualifies', () => {
+    const plan = mlp(2 ** 30);
+    const device = planGpu(plan);
+    const r = findMaxBatch(plan, { device, multipleOf: 2 ** 20 });
+    expect(r.recommendation.batch).toBe(findMaxBatch(plan, { device }).recommendation.batch);
+    expect(r.recommendation.batch).toBeLessThan(2 ** 20);
+    expect(recommendationText(r.recommendation, r.cap_bytes)).toContain('; no multiple of 1048576 qualifies');
+    expect(recommendationText(r.recommendation, r.cap_bytes)).not.toContain('rounded down');
+    const rounded = findMaxBatch(plan, { device, multipleOf: 8 });
+    expect(recommendationText(rounded.recommendation, rounded.cap_bytes)).toContain(', rounded down to a multiple of 8;');
+  });
+
   it('never recommends 0 when a batch fits: the largest, with the room it leaves (issue 13)', () => {
     // A cap a little above what batch 1 needs: every fitting batch leaves less than 5% free.
     const probe = mlp(2 ** 34);
@@ -84,7 +97,7 @@ describe('max-batch search as a generator', () => {
     expect(on.has('h100-sxm')).toBe(true);
     expect(on.has('h200')).toBe(true);
     for (const small of ['rtx-4090', 'l40s', 'a100-40gb', 'rtx-a6000']) expect(on.has(small)).toBe(false);
-    for (const g of r.needed!.fits_on) expect(g.available_bytes).toBeGreaterThan(r.needed!.peak_reserved_bytes * 0.9);
+    for (const g of r.needed!.fits_on) expect(g.available_bytes).toBeGreaterThan(r.needed!.peak_reserved_bytes! * 0.9);
   });
 });
 
@@ -102,6 +115,16 @@ describe('an out-of-memory result', () => {
     const free = simulate(plan, { device: { ...planGpu(plan), total_memory_bytes: 2 ** 46 }, timelinePoints: 0 });
     expect(free.oom).toBeNull();
     expect(r.needed_bytes).toBe(free.peak_reserved_bytes);
+  });
+
+  it('says that a plan needs more than the unbounded GPU when it runs out even there, instead of the peak it reached', () => {
+    const huge = { ...mlp(2 ** 30), training: { ...mlp(2 ** 30).training, batch_size: 2 ** 40 } };
+    const r = simulate(huge, { device: planGpu(huge), timelinePoints: 0 });
+    expect(r.fits).toBe(false);
+    expect(r.needed_bytes).toBeNull();
+    expect(r.notes).toContainEqual({ id: 'needs_more_than_simulated', bytes: 2 ** 46 });
+    expect(noteText({ id: 'needs_more_than_simulated', bytes: 2 ** 46 })).toBe('It runs out of memory even with no cap on a GPU of 65536.00 GiB, the most memplan simulates: it needs more than that.');
+    expect(simulateResultSchema.parse(r).needed_bytes).toBeNull();
   });
 
   it('says nothing of what a plan needs when it fits', () => {
