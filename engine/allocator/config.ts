@@ -35,18 +35,20 @@ export function defaultAllocatorConfig(): AllocatorConfig {
   };
 }
 
-/** Keys PyTorch accepts that do not change what memplan simulates. */
+/**
+ * Keys PyTorch 2.11 accepts that do not change what memplan simulates: host (pinned) memory, the lock around
+ * cudaMalloc, CUDA-graph capture (and their HIP names). Measured on the H100 (resources/measure/probe_alloc_keys.py,
+ * test/fixtures/device/h100_alloc_conf_keys.json): PyTorch 2.11 refuses any other key ("Unrecognized key ... in CUDA
+ * allocator config"), throw_on_cudamalloc_oom and expandable_segments_reserve of later versions included.
+ */
 const IGNORED_KEYS = new Set([
-  'backend',
   'release_lock_on_cudamalloc',
+  'release_lock_on_hipmalloc',
   'pinned_use_cuda_host_register',
-  'pinned_num_register_threads',
+  'pinned_use_hip_host_register',
   'pinned_use_background_threads',
   'pinned_reserve_segment_size_mb',
   'graph_capture_record_stream_reuse',
-  'per_process_memory_fraction',
-  'throw_on_cudamalloc_oom',
-  'expandable_segments_reserve',
 ]);
 
 function isPowerOfTwo(n: number): boolean {
@@ -65,10 +67,17 @@ function parseDivision(field: string, text: string): number {
   return value;
 }
 
-/** `roundup_power2_divisions:N` or `roundup_power2_divisions:[64:8,256:4,>:1]` (keys in MB, powers of two). */
+/**
+ * `roundup_power2_divisions:N` (a power of 2: PyTorch refuses 0 here, "For roundups, the divisions has to be power
+ * of 2") or `roundup_power2_divisions:[64:8,256:4,>:1]` (keys in MB, powers of two; a division of 0 turns it off).
+ */
 function parseRoundupDivisions(field: string, text: string): number[] {
   const divisions = new Array<number>(kRoundUpPowerOfTwoIntervals).fill(0);
-  if (!text.startsWith('[')) return divisions.fill(parseDivision(field, text));
+  if (!text.startsWith('[')) {
+    const value = parseNumber(field, text);
+    if (!isPowerOfTwo(value)) throw new InputError(field, `the divisions must be a power of 2, got ${text}`);
+    return divisions.fill(value);
+  }
   if (!text.endsWith(']')) throw new InputError(field, `expected a list like [64:8,256:4,>:1], got "${text}"`);
   let lastIndex = -1;
   let first = true;
@@ -94,10 +103,11 @@ function parseRoundupDivisions(field: string, text: string): number[] {
   return divisions;
 }
 
+/** `True` or `False`, as PyTorch's tokenizer reads them (measured: "true" is refused). */
 function parseBool(field: string, text: string): boolean {
-  if (text === 'True' || text === 'true') return true;
-  if (text === 'False' || text === 'false') return false;
-  throw new InputError(field, `expected True or False, got "${text}"`);
+  if (text === 'True') return true;
+  if (text === 'False') return false;
+  throw new InputError(field, `expected True or False (capitalized, as PyTorch reads them), got "${text}"`);
 }
 
 /**
@@ -158,8 +168,27 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
         config.largeSegmentSizeBytes = mb * MiB;
         break;
       }
+      case 'backend':
+        // cudaMallocAsync replaces the caching allocator (CUDAMallocAsyncAllocator.cpp: a cudaMallocAsync of each
+        // request from CUDA's pool, no blocks, segments or rounding): nothing memplan simulates applies
+        if (value === 'cudaMallocAsync') throw new InputError(field, "cudaMallocAsync replaces PyTorch's caching allocator with CUDA's stream-ordered allocator (no blocks, segments or rounding): memplan simulates the caching allocator (backend:native) only");
+        if (value !== 'native') throw new InputError(field, `unknown allocator backend "${value}": PyTorch's options are native and cudaMallocAsync`);
+        break;
+      case 'per_process_memory_fraction': {
+        // PyTorch 2.11 caps reserved memory with it when the allocator starts, as set_per_process_memory_fraction
+        // does (measured: 0.5 on the H100, "39.59 GiB allowed")
+        const f = parseNumber(field, value);
+        if (!(f >= 0 && f <= 1)) throw new InputError(field, `must be in [0.0, 1.0], got ${value}`);
+        if (f < 1) throw new InputError(field, `caps the memory PyTorch may use at ${value} of the GPU's, as torch.cuda.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu.memory_limit_bytes (the CLI's --memory-fraction ${value}) instead`);
+        break;
+      }
+      case 'pinned_num_register_threads': {
+        const n = parseNumber(field, value);
+        if (!isPowerOfTwo(n) || n > 128) throw new InputError(field, `must be a power of 2 up to 128, got ${value}`);
+        break;
+      }
       default:
-        if (!IGNORED_KEYS.has(key)) throw new InputError(fieldName, `unknown allocator setting "${key}"`);
+        if (!IGNORED_KEYS.has(key)) throw new InputError(fieldName, `unknown allocator setting "${key}" (PyTorch 2.11 refuses it too)`);
     }
   }
   return config;

@@ -11,6 +11,9 @@ import { results } from '../../renderer/src/i18n/results.ts';
 import { shell } from '../../renderer/src/i18n/shell.ts';
 import type { Locale } from '../../renderer/src/i18n/types.ts';
 import { PEFT_DEFAULTS } from '../../renderer/src/editor/lora.ts';
+import { localizeIssue } from '../../renderer/src/i18n/issues.ts';
+import { parseAllocatorConf } from '../../engine/allocator/config.ts';
+import { InputError } from '../../engine/errors.ts';
 import { formatBytes } from '../../renderer/src/charts/units.ts';
 import { adviceWords, caveatWords, categoryName, messagesFor, notAdvisedWords, noteText, phaseName } from '../../renderer/src/results/words.ts';
 import { CATEGORIES, PHASES } from '../../renderer/src/charts/categories.ts';
@@ -179,6 +182,25 @@ describe('Chinese as the glossary and the editor say it', () => {
     expect(caveatWords(messagesFor('en'), caveat, 'en').text).toContain('batch 1,872');
     // German groups thousands with a dot: proof that the locale, not en-US, formats the number
     expect(caveatWords(messagesFor('en'), caveat, 'de' as Locale).text).toContain('batch 1.872');
+  });
+});
+
+describe('the allocator settings PyTorch 2.11 refuses, or memplan does not simulate as given, in Chinese', () => {
+  it('every refusal reads in Chinese beside its field', () => {
+    const confs = ['backend:cudaMallocAsync', 'backend:foo', 'per_process_memory_fraction:0.5', 'per_process_memory_fraction:1.5', 'roundup_power2_divisions:0', 'pinned_num_register_threads:3', 'expandable_segments:true', 'throw_on_cudamalloc_oom:True'];
+    for (const conf of confs) {
+      let problem = '';
+      try {
+        parseAllocatorConf(conf, 'allocator.conf');
+      } catch (error) {
+        if (!(error instanceof InputError)) throw error;
+        problem = error.problem;
+      }
+      expect(problem, conf).not.toBe('');
+      const zh = localizeIssue(problem, catalogues['zh-CN'], 'zh-CN');
+      expect(zh, conf).toMatch(/[\u4e00-\u9fff]/);
+      expect(zh, conf).not.toBe(problem);
+    }
   });
 });
 

@@ -199,11 +199,23 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
 
   // The GPU and the allocator settings (engine/gpu/catalog.ts, engine/allocator/config.ts)
   [new RegExp(`^unknown GPU (".*?"); known: (.+?)${DID_YOU_MEAN}`), (name, known, c) => `未知的 GPU ${name}；已知的 GPU：${known}${didYouMean(c)}`],
-  [/^unknown allocator setting (".*")$/, (key) => `未知的分配器设置 ${key}`],
+  [/^unknown allocator setting (".*") \(PyTorch 2\.11 refuses it too\)$/, (key) => `未知的分配器设置 ${key}（PyTorch 2.11 同样会拒绝）`],
+  [
+    exactly("cudaMallocAsync replaces PyTorch's caching allocator with CUDA's stream-ordered allocator (no blocks, segments or rounding): memplan simulates the caching allocator (backend:native) only"),
+    () => 'cudaMallocAsync 会用 CUDA 的流序分配器取代 PyTorch 的缓存分配器（没有块、段和取整）：memplan 只模拟缓存分配器（backend:native）',
+  ],
+  [/^unknown allocator backend (".*"): PyTorch's options are native and cudaMallocAsync$/, (name) => `未知的分配器后端 ${name}：PyTorch 的可选值是 native 和 cudaMallocAsync`],
+  [
+    /^caps the memory PyTorch may use at (\S+) of the GPU's, as torch\.cuda\.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu\.memory_limit_bytes \(the CLI's --memory-fraction (\S+)\) instead$/,
+    (f, g) => `它把 PyTorch 可用的显存限制为 GPU 显存的 ${f}，与 torch.cuda.set_per_process_memory_fraction 的作用相同：请改用方案的 gpu.memory_limit_bytes（命令行的 --memory-fraction ${g}）把这个上限告诉 memplan`,
+  ],
+  [new RegExp(`^must be in \\[0\\.0, 1\\.0\\]${GOT}`), (g) => `必须在 [0.0, 1.0] 之间${got(g)}`],
+  [/^the divisions must be a power of 2, got (.+)$/, (g) => `划分数必须是 2 的幂，实际为 ${g}`],
+  [new RegExp(`^must be a power of 2 up to 128${GOT}`), (g) => `必须是不超过 128 的 2 的幂${got(g)}`],
   [/^expected a list like (\S+), got (.+)$/, (example, g) => `应为形如 ${example} 的列表，实际为 ${g}`],
   [/^expected entries SIZE_MB:DIVISIONS, got (.+)$/, (g) => `每一项应为 SIZE_MB:DIVISIONS 的形式，实际为 ${g}`],
   [/^expected key:value, got (.+)$/, (g) => `应为 key:value 的形式，实际为 ${g}`],
-  [/^expected True or False, got (.+)$/, (g) => `应为 True 或 False，实际为 ${g}`],
+  [/^expected True or False \(capitalized, as PyTorch reads them\), got (.+)$/, (g) => `应为 True 或 False（首字母大写，PyTorch 只认这种写法），实际为 ${g}`],
   [/^each division must be 0 or a power of 2, got (.+)$/, (g) => `每个划分数必须是 0 或 2 的幂，实际为 ${g}`],
   [/^each size must be a power of 2 in MB, got (.+)$/, (g) => `每个大小必须是 2 的幂（以 MB 为单位），实际为 ${g}`],
   [/^sizes must increase$/, () => '各个大小必须递增'],
