@@ -257,9 +257,12 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
     const model = hfModel(hf, { dtype: 'float32', seqLen: t.seq_len, attention: t.attention, checkpointing: t.activation_checkpointing, device, tuning: fineTuningOf(t) });
     const counted = countSpecs(model.parameters);
     const adapted = model.parameters.filter((p) => p.adapter).length / 2; // lora_A and lora_B a module
-    // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), else the blocks'
+    // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), the
+    // width's where one block alone is past the limit (a hidden_size too large), else the number of blocks
     const embeddings = model.parameters.filter((p) => !p.buffer && /embed_tokens|wte|word_embeddings|lm_head/.test(p.name)).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
-    const parametersField = 'hf_config' in m && embeddings > counted.parameters / 2 ? 'model.hf_config.vocab_size' : layersField;
+    const blockParameters = (counted.parameters - embeddings) / Math.max(1, hf.layers);
+    const widthField = `model.hf_config.${hf.family === 'gpt2' ? 'n_embd' : 'hidden_size'}`;
+    const parametersField = !('hf_config' in m) ? layersField : embeddings > counted.parameters / 2 ? 'model.hf_config.vocab_size' : blockParameters > LIMITS.parameters ? widthField : layersField;
     return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField, parameters_field: parametersField };
   }
   if ('hf_config' in m) throw new Error('a config.json model is counted from its resolved config');

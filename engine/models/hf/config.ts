@@ -424,11 +424,13 @@ function phi3RotaryDim(raw: Record<string, unknown>, headDim: number): number {
 
 export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
   const modelType = read(raw, 'model_type');
-  if (read(raw, 'quantization_config') !== undefined && read(raw, 'quantization_config') !== null) {
-    // QLoRA and other quantized bases: bitsandbytes (or GPTQ/AWQ kernels) decide that memory, and none is modelled.
-    throw new InputError(`${WHERE}.quantization_config`, 'quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model');
-  }
   if (typeof modelType !== 'string') throw new InputError(`${WHERE}.model_type`, 'is required: the config.json of a Hugging Face model names its model_type');
+  // a model type memplan does not simulate is said first: removing its quantization_config would not help
+  if (!HF_MODEL_TYPES.includes(modelType) && modelType !== 'gemma3') throw new InputError(`${WHERE}.model_type`, `"${modelType}" is not simulated yet; simulated: ${HF_MODEL_TYPES.join(', ')}`);
+  if (read(raw, 'quantization_config') !== undefined && read(raw, 'quantization_config') !== null) {
+    // QLoRA and other quantized bases: bitsandbytes (or GPTQ/AWQ kernels, or fp8) decide that memory, and none is modelled.
+    throw new InputError(`${WHERE}.quantization_config`, 'quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ, fp8) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model');
+  }
   problemType(raw);
   switch (modelType) {
     case 'gpt2': {

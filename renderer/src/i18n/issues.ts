@@ -112,8 +112,8 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^(\d+) is more than the model's (\d+) positions$/, (a, b) => `${a} 超过了模型的最大位置数 ${b}`],
 
   // A config.json (engine/models/hf/config.ts)
-  [exactly('quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model'),
-    () => '量化权重（bitsandbytes 4-bit 或 8-bit、GPTQ、AWQ）尚未建模：memplan 只模拟 fp32、bf16 和 fp16 权重；请删除 quantization_config，按未量化的模型来规划'],
+  [exactly('quantized weights (bitsandbytes 4-bit or 8-bit, GPTQ, AWQ, fp8) are not modelled: memplan simulates fp32, bf16 and fp16 weights; remove quantization_config to plan the unquantized model'),
+    () => '量化权重（bitsandbytes 4-bit 或 8-bit、GPTQ、AWQ、fp8）尚未建模：memplan 只模拟 fp32、bf16 和 fp16 权重；请删除 quantization_config，按未量化的模型来规划'],
   [exactly('"gemma3" is Gemma3ForConditionalGeneration (text and vision), which transformers does not train from input_ids and labels alone (it requires token_type_ids) and which is not simulated: paste its text_config, with "model_type": "gemma3_text", to plan Gemma3ForCausalLM (the text model alone)'),
     () => '"gemma3" 是 Gemma3ForConditionalGeneration（文本加视觉），transformers 不能只用 input_ids 和 labels 训练它（它需要 token_type_ids），memplan 也不模拟它：请粘贴它的 text_config，并设置 "model_type": "gemma3_text"，以规划 Gemma3ForCausalLM（仅文本模型）'],
   [exactly('bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model'), () => '暂不支持模拟双向注意力的 Gemma 3（EmbeddingGemma）：memplan 训练的是因果语言模型'],

@@ -83,6 +83,11 @@ describe('plans LoRA cannot run are refused at their field', () => {
   it('QLoRA: a 4-bit base needs bitsandbytes', () => {
     refused(tinyLlama, { lora: { ...lora, quantization: '4bit' } }, /training\.lora\.quantization: .*bitsandbytes/);
     expect(() => parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: { ...tinyLlama, quantization_config: { load_in_4bit: true } } }, training: { batch_size: 1 } })).toThrow(/quantization_config: .*bitsandbytes/);
+    // DeepSeek-V3's published config.json ships fp8 weights; its model type is what memplan cannot plan, said first
+    // (removing quantization_config would not help)
+    const deepseek = { model_type: 'deepseek_v3', hidden_size: 7168, num_hidden_layers: 61, quantization_config: { quant_method: 'fp8', fmt: 'e4m3', weight_block_size: [128, 128] } };
+    expect(() => parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: deepseek }, training: { batch_size: 1 } })).toThrow(/model\.hf_config\.model_type: "deepseek_v3" is not simulated yet/);
+    expect(() => parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: { ...tinyLlama, quantization_config: { quant_method: 'fp8' } } }, training: { batch_size: 1 } })).toThrow(/quantization_config: quantized weights \(bitsandbytes 4-bit or 8-bit, GPTQ, AWQ, fp8\)/);
   });
 
   it('targets that name no Linear of the model', () => {

@@ -119,13 +119,18 @@ describe('the cases of issue 12, refused at once at their field', () => {
     expect(issues['model.layers']).toMatch(/^too large to simulate: 100,000,000,00\d,\d{3} parameters; the limit is 10,000,000,000,000/);
   });
 
-  it("a config.json whose vocabulary holds most of the parameters is named at its vocab_size, else at its layers", () => {
+  it("a config.json whose vocabulary holds most of the parameters is named at its vocab_size, one whose single block is past the limit at its hidden_size, else at its layers", () => {
     const config = { model_type: 'llama', hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 2, num_attention_heads: 32, vocab_size: 1e12 };
     const huge = read(plan({ hf_config: config })).issues;
     expect(Object.keys(huge)).toEqual(['model.hf_config.vocab_size']);
     expect(huge['model.hf_config.vocab_size']).toMatch(/^too large to simulate: more than 10\^15 parameters/);
     const wide = read(plan({ hf_config: { ...config, vocab_size: 32000, hidden_size: 2 ** 20, intermediate_size: 2 ** 22, num_attention_heads: 8192 } })).issues;
-    expect(Object.keys(wide)).toEqual(['model.hf_config.num_hidden_layers']);
+    // one block alone holds 1.8 x 10^13 parameters: the width is the cause, not the two layers
+    expect(Object.keys(wide)).toEqual(['model.hf_config.hidden_size']);
+    // 200 blocks of 7 x 10^10 each: the number of layers
+    const deep = read(plan({ hf_config: { ...config, vocab_size: 32000, hidden_size: 2 ** 16, intermediate_size: 2 ** 18, num_attention_heads: 512, num_hidden_layers: 200 } })).issues;
+    expect(Object.keys(deep)).toEqual(['model.hf_config.num_hidden_layers']);
+    expect(deep['model.hf_config.num_hidden_layers']).toMatch(/^too large to simulate: [\d,]+ parameters; the limit is 10,000,000,000,000/);
   });
 });
 
