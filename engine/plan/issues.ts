@@ -157,6 +157,22 @@ function weight(issues: readonly ZodIssue[]): number {
   return w;
 }
 
+/**
+ * A bound a value passed, in memplan's words where the schema gave none of its own (zod's default reads "Too big:
+ * expected number to be <=20"): "must be at most 20", "must be positive", "must have at least 1 item".
+ */
+function boundWords(issue: ZodIssue): string {
+  if (!/^Too (big|small):/.test(issue.message)) return issue.message;
+  const b = issue as ZodIssue & { origin?: string; maximum?: number | bigint; minimum?: number | bigint; inclusive?: boolean };
+  const big = issue.code === 'too_big';
+  const limit = Number(big ? b.maximum : b.minimum);
+  if (b.origin === 'array' || b.origin === 'set') return `must have ${big ? 'at most' : 'at least'} ${limit} item${limit === 1 ? '' : 's'}`;
+  if (b.origin === 'string') return `must have ${big ? 'at most' : 'at least'} ${limit} character${limit === 1 ? '' : 's'}`;
+  if (!big && limit === 0 && b.inclusive === false) return 'must be positive';
+  if (big) return b.inclusive === false ? `must be less than ${limit}` : `must be at most ${limit}`;
+  return b.inclusive === false ? `must be more than ${limit}` : `must be at least ${limit}`;
+}
+
 /** A zod issue as the user's issues: unions resolved to their member, unknown keys one per key. */
 function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$ZodType, out: Issue[]): void {
   const path = [...prefix, ...issue.path];
@@ -217,7 +233,7 @@ function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$Z
     }
     case 'too_small':
     case 'too_big':
-      out.push({ path: fieldPath(path), message: `${issue.message}${input !== undefined && !Array.isArray(input) ? `, got ${given(input)}` : ''}` });
+      out.push({ path: fieldPath(path), message: `${boundWords(issue)}${input !== undefined && !Array.isArray(input) ? `, got ${given(input)}` : ''}` });
       return;
   }
   out.push({ path: fieldPath(path), message: issue.message });

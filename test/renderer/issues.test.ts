@@ -151,6 +151,14 @@ const cases: [string, string][] = [
   ['roundup_power2_divisions', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'roundup_power2_divisions:[64:3]' } }), 'allocator.conf roundup_power2_divisions')],
   ['expandable_segments', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'expandable_segments:maybe' } }), 'allocator.conf expandable_segments')],
   ['an allocator setting without a value', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'nokey' } }), 'allocator.conf')],
+  // the allocator settings PyTorch 2.11 refuses, or memplan does not simulate as given (test/engine/allocator/config.test.ts)
+  ['backend:cudaMallocAsync', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'backend:cudaMallocAsync' } }), 'allocator.conf backend')],
+  ['per_process_memory_fraction', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'per_process_memory_fraction:0.5' } }), 'allocator.conf per_process_memory_fraction')],
+  ['an unknown allocator setting', issue(plan({ preset: 'gpt2' }, {}, { allocator: { conf: 'throw_on_cudamalloc_oom:True' } }), 'allocator.conf')],
+  // bounds zod words by default (engine/plan/issues.ts boundWords)
+  ['training.steps, too many', issue(plan({ preset: 'gpt2' }, { steps: 1000000 }), 'training.steps')],
+  ['a layer list, empty', issue(plan({ input_features: 4, layers: [] }), 'model.layers')],
+  ['a dropout probability above 1', issue(plan({ input_features: 4, layers: [{ type: 'dropout', p: 2 }] }), 'model.layers[0].p')],
 ];
 
 const zh = (message: string) => localizeIssue(message, catalogues['zh-CN'], 'zh-CN');
@@ -180,6 +188,10 @@ describe('engine problems in Chinese', () => {
   it('words every variable part: the model_type, the numbers, the names', () => {
     expect(zh(cases.find(([n]) => n === "target_modules matching none of BERT's nn.Linear")![1])).toBe('此模型中没有名为 "q_proj" 或 "v_proj" 的 nn.Linear；它的 nn.Linear 模块名为：query, key, value, dense');
     expect(zh(cases.find(([n]) => n === 'lora.dropout, 1.5')![1])).toBe('必须小于 1，实际为 1.5');
+    expect(cases.find(([n]) => n === 'training.steps, too many')![1]).toBe('must be at most 20, got 1000000');
+    expect(zh(cases.find(([n]) => n === 'training.steps, too many')![1])).toBe('不能超过 20，实际为 1000000');
+    expect(cases.find(([n]) => n === 'a layer list, empty')![1]).toBe('must have at least 1 item');
+    expect(zh(cases.find(([n]) => n === 'a layer list, empty')![1])).toBe('至少要有 1 项');
     expect(zh(cases.find(([n]) => n === 'lora.target_modules, an empty name')![1])).toBe('不能为空，实际为 ""（文本）');
     expect(zh(cases.find(([n]) => n === 'target_modules matching no nn.Linear')![1])).toBe(
       '此模型中没有名为 "c_attn" 或 "qkv" 的 nn.Linear；它的 nn.Linear 模块名为：q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head',
