@@ -68,8 +68,9 @@ function restLines(r: SimulateResult, advice: AdviceResult | null, changes: numb
         : []
       : advice.advice.length
         ? [
-            'What changes would save (peak reserved, each simulated on its own):',
-            ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ' (still out of memory)'}; ${adviceCost(a)}`),
+            // Note [Advice for a plan that does not fit]: a plan that runs out is measured by what it needs with no cap
+            r.fits ? 'What changes would save (peak reserved, each simulated on its own):' : 'What changes would save (each simulated on its own; the peak reserved of those that fit, what those that still run out need with no cap, against what this plan needs):',
+            ...advice.advice.map((a) => `  -${formatSize(a.saved_bytes)}`.padEnd(14) + `${adviceChange(a)}${a.fits ? '' : ` (still out of memory: needs ${formatSize(a.peak_reserved_bytes)} with no cap)`}; ${adviceCost(a)}`),
           ]
         : ['No change memplan knows lowers the peak reserved memory of this plan.']),
     ...(advice?.not_applicable.length ? ['Not advised:', ...advice.not_applicable.map((n) => `  ${notApplicableText(n)}`)] : []),

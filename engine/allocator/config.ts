@@ -20,6 +20,12 @@ export interface AllocatorConfig {
   expandableSegments: boolean;
   /** `large_segment_size_mb`: segment of 1-10 MiB requests and page of the large expandable pool. */
   largeSegmentSizeBytes: number;
+  /**
+   * `per_process_memory_fraction` (1: no cap). Read from a recorded run's settings only (`recorded`): a plan gives
+   * its cap as memory_limit_bytes. Below 1 it caps reserved memory at floor(fraction x totalGlobalMem), as
+   * set_per_process_memory_fraction does (`fractionCapBytes`).
+   */
+  perProcessMemoryFraction: number;
 }
 
 const MiB = 1_048_576;
@@ -32,7 +38,13 @@ export function defaultAllocatorConfig(): AllocatorConfig {
     roundupPower2Divisions: new Array<number>(kRoundUpPowerOfTwoIntervals).fill(0),
     expandableSegments: false,
     largeSegmentSizeBytes: kLargeBuffer,
+    perProcessMemoryFraction: 1,
   };
+}
+
+/** The cap a recorded per_process_memory_fraction set (`allowed_memory_maximum`), or undefined for none. */
+export function fractionCapBytes(config: AllocatorConfig, totalGlobalMemBytes: number): number | undefined {
+  return config.perProcessMemoryFraction < 1 ? Math.floor(config.perProcessMemoryFraction * totalGlobalMemBytes) : undefined;
 }
 
 /**
@@ -104,17 +116,22 @@ function parseRoundupDivisions(field: string, text: string): number[] {
 }
 
 /** `True` or `False`, as PyTorch's tokenizer reads them (measured: "true" is refused). */
-function parseBool(field: string, text: string): boolean {
-  if (text === 'True') return true;
-  if (text === 'False') return false;
+function parseBool(field: string, text: string, recorded = false): boolean {
+  if (text === 'True' || (recorded && text === 'true')) return true;
+  if (text === 'False' || (recorded && text === 'false')) return false;
   throw new InputError(field, `expected True or False (capitalized, as PyTorch reads them), got "${text}"`);
 }
 
 /**
  * Parses a `PYTORCH_CUDA_ALLOC_CONF` string such as `expandable_segments:True,max_split_size_mb:128`.
- * Values are checked as PyTorch checks them (e.g. max_split_size_mb must be above 20).
+ * Values are checked as PyTorch 2.11 checks them (e.g. max_split_size_mb must be above 20). `recorded`: the
+ * settings a recorded run ran with (a snapshot's, or a what-if of its replay), which its PyTorch, maybe another
+ * version, accepted: keys this one does not simulate are ignored whatever they are, booleans in any case, and
+ * per_process_memory_fraction is the cap it set (`fractionCapBytes`); only what memplan cannot replay is refused
+ * (the cudaMallocAsync backend).
  */
-export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF'): AllocatorConfig {
+export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF', options: { recorded?: boolean } = {}): AllocatorConfig {
+  const recorded = options.recorded ?? false;
   const config = defaultAllocatorConfig();
   // Split on commas outside brackets: roundup_power2_divisions:[64:8,256:4] holds commas.
   const entries: string[] = [];
@@ -160,7 +177,7 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
         config.roundupPower2Divisions = parseRoundupDivisions(field, value);
         break;
       case 'expandable_segments':
-        config.expandableSegments = parseBool(field, value);
+        config.expandableSegments = parseBool(field, value, recorded);
         break;
       case 'large_segment_size_mb': {
         const mb = parseNumber(field, value);
@@ -179,16 +196,18 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
         // does (measured: 0.5 on the H100, "39.59 GiB allowed")
         const f = parseNumber(field, value);
         if (!(f >= 0 && f <= 1)) throw new InputError(field, `must be in [0.0, 1.0], got ${value}`);
-        if (f < 1) throw new InputError(field, `caps the memory PyTorch may use at ${value} of the GPU's, as torch.cuda.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu.memory_limit_bytes (the CLI's --memory-fraction ${value}) instead`);
+        if (f < 1 && !recorded) throw new InputError(field, `caps the memory PyTorch may use at ${value} of the GPU's, as torch.cuda.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu.memory_limit_bytes (the CLI's --memory-fraction ${value}) instead`);
+        config.perProcessMemoryFraction = f;
         break;
       }
       case 'pinned_num_register_threads': {
+        if (recorded) break;
         const n = parseNumber(field, value);
         if (!isPowerOfTwo(n) || n > 128) throw new InputError(field, `must be a power of 2 up to 128, got ${value}`);
         break;
       }
       default:
-        if (!IGNORED_KEYS.has(key)) throw new InputError(fieldName, `unknown allocator setting "${key}" (PyTorch 2.11 refuses it too)`);
+        if (!IGNORED_KEYS.has(key) && !recorded) throw new InputError(fieldName, `unknown allocator setting "${key}" (PyTorch 2.11 refuses it too)`);
     }
   }
   return config;
@@ -214,5 +233,6 @@ export function formatAllocatorConf(config: AllocatorConfig): string {
     parts.push(`roundup_power2_divisions:${all.every((v) => v === all[0]) ? all[0] : `[${all.map((v, i) => `${2 ** i}:${v}`).join(',')}]`}`);
   }
   if (config.largeSegmentSizeBytes !== d.largeSegmentSizeBytes) parts.push(`large_segment_size_mb:${config.largeSegmentSizeBytes / MiB}`);
+  if (config.perProcessMemoryFraction < 1) parts.push(`per_process_memory_fraction:${config.perProcessMemoryFraction}`);
   return parts.join(',');
 }

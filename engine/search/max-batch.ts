@@ -409,6 +409,17 @@ function* decide(plan: Plan, options: MaxBatchOptions, search: Trials): Generato
     }
   }
   if (recommended === 0 && good > 0) recommended = good;
+  // Stepping below a failing neighbour, or falling back to the largest, can leave a batch that is no multiple: the
+  // multiple below it, when one fits (a batch below a multiple is then never one: words say no multiple qualifies).
+  if (multipleOf > 1 && recommended >= multipleOf && recommended % multipleOf !== 0) {
+    const multiple = recommended - (recommended % multipleOf);
+    let t = byBatch.get(multiple);
+    if (!t) yield (t = run(multiple));
+    if (t.fits) {
+      recommended = multiple;
+      if (!keepsMargin(t)) reason = 'margin_not_kept';
+    }
+  }
   return { good, recommended, reason };
 }
 

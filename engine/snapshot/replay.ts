@@ -29,7 +29,7 @@
  */
 import { CachingAllocator, OutOfMemoryError, type SegmentInfo, type TraceEvent } from '../allocator/caching-allocator.ts';
 import type { Block } from '../allocator/block.ts';
-import { parseAllocatorConf, formatAllocatorConf } from '../allocator/config.ts';
+import { fractionCapBytes, parseAllocatorConf, formatAllocatorConf } from '../allocator/config.ts';
 import type { DeviceMemory } from '../allocator/device-memory.ts';
 import { SimulatedDevice } from '../allocator/device-memory.ts';
 import type { MemorySnapshot, SnapshotTraceEvent } from './snapshot.ts';
@@ -164,14 +164,17 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
 /** `replaySnapshot` in steps: yields the fraction of the trace replayed every REPLAY_EVENTS_PER_STEP events. */
 export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOptions = {}): Generator<number, ReplayReport, void> {
   const allocConf = options.allocConf ?? allocatorConfFromSettings(snapshot.allocatorSettings);
-  const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf');
+  const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf', { recorded: true });
   const device = new TraceAddressDevice(snapshot.trace);
   const simEvents: TraceEvent[] = [];
+  const totalGlobalMemBytes = options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem;
+  // a cap given, else the one the recorded settings' per_process_memory_fraction set
+  const memoryLimitBytes = options.memoryLimitBytes ?? fractionCapBytes(config, totalGlobalMemBytes);
   const allocator = new CachingAllocator({
     config,
     device,
-    totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
-    memoryLimitBytes: options.memoryLimitBytes,
+    totalGlobalMemBytes,
+    memoryLimitBytes,
     onTrace: (action, addr, size, stream) => {
       if (action !== 'alloc' && action !== 'free_requested' && action !== 'free_completed') simEvents.push({ action, addr, size, stream });
     },
@@ -296,11 +299,11 @@ export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOp
       case 'oom': {
         realOom = true;
         // The real device had e.deviceFree bytes left; the simulator's device gets the same.
-        if (options.memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
+        if (memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
         try {
           const block = allocator.malloc(e.size, e.stream);
           allocator.free(block); // the real program got an OOM here: nothing stays allocated
-          if (options.memoryLimitBytes === undefined && uncappedOom === null) {
+          if (memoryLimitBytes === undefined && uncappedOom === null) {
             // Note [A cap the replay was not given]
             const release = emptyCacheCalls.at(-1);
             uncappedOom = {
@@ -328,7 +331,7 @@ export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOp
   return {
     events: trace.length,
     allocConf: formatAllocatorConf(config),
-    memoryLimitBytes: options.memoryLimitBytes ?? null,
+    memoryLimitBytes: memoryLimitBytes ?? null,
     realPeakReservedBytes: realPeakReserved,
     realPeakAllocatedBytes: realPeakAllocated,
     realPeakRequestedBytes: realPeakRequested,
@@ -384,13 +387,15 @@ export function* replayWhatIfSteps(
   allocConf: string,
   options: WhatIfOptions = {},
 ): Generator<number, WhatIfResult, void> {
-  const config = parseAllocatorConf(allocConf, 'alloc conf');
+  const config = parseAllocatorConf(allocConf, 'alloc conf', { recorded: true });
   const device = new TraceAddressDevice(snapshot.trace);
+  const totalGlobalMemBytes = options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem;
+  const memoryLimitBytes = options.memoryLimitBytes ?? fractionCapBytes(config, totalGlobalMemBytes);
   const allocator = new CachingAllocator({
     config,
     device,
-    totalGlobalMemBytes: options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem,
-    memoryLimitBytes: options.memoryLimitBytes,
+    totalGlobalMemBytes,
+    memoryLimitBytes,
   });
   const emptyCacheAt = new Set(emptyCacheCalls);
   const blocks = new Map<number, Block>();
@@ -421,7 +426,7 @@ export function* replayWhatIfSteps(
       }
     } else if (e.action === 'oom') {
       // The real program got an OOM here and went on: the same attempt as in replaySnapshot.
-      if (options.memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
+      if (memoryLimitBytes === undefined) device.capacityBytes = allocator.reservedBytes + e.deviceFree;
       try {
         allocator.free(allocator.malloc(e.size, e.stream));
       } catch (error) {

@@ -149,6 +149,8 @@ describe('advice: by default only for a plan that does not fit (issue #15)', () 
     const out = json('simulate', path, '--json');
     expect(out.fits).toBe(false);
     expect(adviceResultSchema.parse(out.advice).advice.some((a) => a.id === 'checkpointing')).toBe(true);
+    // compared with what the plan needs with no cap (Note [Advice for a plan that does not fit])
+    expect(adviceResultSchema.parse(out.advice).base_peak_reserved_bytes).toBe(out.needed_bytes);
     expect(out).not.toHaveProperty('advice_not_computed');
     expect(memplan('simulate', path).stdout).toContain('What changes would save');
     const notAsked = json('simulate', path, '--json', '--no-advice');

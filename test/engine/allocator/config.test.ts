@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseAllocatorConf } from '../../../engine/allocator/config.ts';
+import { fractionCapBytes, parseAllocatorConf } from '../../../engine/allocator/config.ts';
 import { InputError } from '../../../engine/errors.ts';
 
 const measured = JSON.parse(readFileSync(new URL('../../fixtures/device/h100_alloc_conf_keys.json', import.meta.url), 'utf8')) as Record<string, { ok: boolean; err?: string; backend?: string; fraction?: number; alloc_60pct?: string } | string>;
@@ -50,6 +50,15 @@ describe('PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.11 read it on the H100', () => {
       else expect(said, `PyTorch: ${run.err}`).not.toBeNull();
     });
   }
+
+  it("a recorded run's settings (a snapshot's) read as the PyTorch that ran them accepted them", () => {
+    const config = parseAllocatorConf('per_process_memory_fraction:0.5,throw_on_cudamalloc_oom:True,expandable_segments:true,pinned_num_register_threads:256', 'snapshot allocator_settings', { recorded: true });
+    expect(config.perProcessMemoryFraction).toBe(0.5);
+    expect(config.expandableSegments).toBe(true);
+    expect(fractionCapBytes(config, 85_017_493_504)).toBe(42_508_746_752);
+    expect(fractionCapBytes(parseAllocatorConf('', 'x', { recorded: true }), 85_017_493_504)).toBeUndefined();
+    expect(() => parseAllocatorConf('backend:cudaMallocAsync', 'x', { recorded: true })).toThrow(/cudaMallocAsync/);
+  });
 
   it('a fraction below 1 is the cap set_per_process_memory_fraction sets (what memplan asks to give as memory_limit_bytes)', () => {
     const run = measured['per_process_memory_fraction:0.5'] as { fraction: number; alloc_60pct: string };

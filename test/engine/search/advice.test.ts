@@ -98,6 +98,22 @@ describe('advice', () => {
     expect(advise(oom, { device: d, basePeakReservedBytes: own.needed_bytes!, baseFits: false })).toEqual(result);
   });
 
+  it('for a plan that does not fit, a change that fits is measured by its peak under the cap and ranked first', () => {
+    // under 12 GiB GPT-2 medium needs 32 GiB; with checkpointing it fits, the other changes still run out
+    const oom = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2-medium' }, training: { batch_size: 8, seq_len: 1024, precision: 'fp32' }, gpu: { memory_limit_bytes: 12 * 2 ** 30 } });
+    const d = planGpu(oom);
+    const own = simulate(oom, { device: d, timelinePoints: 0 });
+    expect(own.fits).toBe(false);
+    const result = advise(oom, { device: d });
+    const [first, ...rest] = result.advice;
+    expect(first).toMatchObject({ id: 'checkpointing', fits: true });
+    const fitting = setUpAdvice(oom, { device: d }).variants.find((v) => v.id === 'checkpointing')!;
+    expect(first!.peak_reserved_bytes).toBe(simulate(fitting.plan, { device: d, timelinePoints: 0 }).peak_reserved_bytes);
+    expect(first!.saved_bytes).toBe(own.needed_bytes! - first!.peak_reserved_bytes);
+    expect(rest.length).toBeGreaterThan(2);
+    for (const a of rest) expect(a.fits, a.id).toBe(false);
+  });
+
   it('after a search, the accumulation change reports the peaks of the micro-batch it advises, not of the one that ran out', () => {
     // Under 2 and 8 GiB the plan's largest micro-batch with two accumulation steps runs out (gradients held across
     // micro-steps): the change advised is a smaller micro-batch, and its peaks are that one's.

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { deviceFor, gpuCatalog, planGpu } from '../../../cli/gpus.ts';
 import { findMaxBatch, maxBatchResultSchema, parsePlan, searchMaxBatch, simulate, simulateResultSchema } from '../../../engine/index.ts';
-import { noteText, recommendationText } from '../../../cli/words.ts';
+import { neededText, noteText, recommendationText } from '../../../cli/words.ts';
 
 const mlp = (cap: number) =>
   parsePlan({
@@ -125,6 +125,22 @@ describe('an out-of-memory result', () => {
     expect(r.notes).toContainEqual({ id: 'needs_more_than_simulated', bytes: 2 ** 46 });
     expect(noteText({ id: 'needs_more_than_simulated', bytes: 2 ** 46 })).toBe('It runs out of memory even with no cap on a GPU of 65536.00 GiB, the most memplan simulates: it needs more than that.');
     expect(simulateResultSchema.parse(r).needed_bytes).toBeNull();
+  });
+
+  it('max-batch: what a plan that fits nowhere needs, when batch 1 runs out even on the unbounded GPU', () => {
+    // two 2^21 x 2^21 linears: 8.8 x 10^12 fp32 parameters with AdamW's state need about 140 TB, past 64 TiB
+    const plan = parsePlan({
+      format: 'memplan.plan',
+      version: 1,
+      model: { input_features: 2 ** 21, layers: [{ type: 'linear', in_features: 2 ** 21, out_features: 2 ** 21 }, { type: 'linear', in_features: 2 ** 21, out_features: 2 ** 21 }] },
+      training: { batch_size: 1, precision: 'fp32', optimizer: 'adamw' },
+      gpu: { memory_limit_bytes: 2 ** 40 },
+    });
+    const r = findMaxBatch(plan, { device: planGpu(plan) });
+    expect(r.max_batch).toBe(0);
+    expect(r.needed).toEqual({ peak_reserved_bytes: null, peak_allocated_bytes: null, more_than_bytes: 2 ** 46, fits_on: [] });
+    expect(maxBatchResultSchema.parse(r).needed?.more_than_bytes).toBe(2 ** 46);
+    expect(neededText(r.needed!, (n) => `${n / 2 ** 40} TiB`)).toBe('Batch 1 runs out of memory even with no cap on a GPU of 64 TiB, the most memplan simulates: it needs more than that, and it fits on no GPU of the catalog.');
   });
 
   it('says nothing of what a plan needs when it fits', () => {

@@ -64,6 +64,29 @@ describe('recorded traces replay exactly', () => {
   }
 });
 
+describe('settings a recorded run ran with', () => {
+  it('replay as its PyTorch ran them: a per_process_memory_fraction is the cap it set; keys of other versions are ignored', () => {
+    // oom_under_cap ran under set_per_process_memory_fraction: the same cap given as the recorded setting instead
+    const { meta, snapshot, options } = load('oom_under_cap');
+    const total = meta.environment.total_memory_bytes;
+    const fraction = meta.cap.allowed_bytes! / total;
+    const capped = replaySnapshot(snapshot, options);
+    const recorded = replaySnapshot(
+      { ...snapshot, allocatorSettings: { PYTORCH_CUDA_ALLOC_CONF: `per_process_memory_fraction:${fraction},throw_on_cudamalloc_oom:True,pinned_num_register_threads:256` } },
+      { totalGlobalMemBytes: total },
+    );
+    expect(recorded.memoryLimitBytes).toBe(Math.floor(fraction * total));
+    expect(Math.abs(recorded.memoryLimitBytes! - meta.cap.allowed_bytes!)).toBeLessThanOrEqual(1);
+    expect(recorded.allocConf).toBe(`per_process_memory_fraction:${fraction}`);
+    expect(recorded.firstMismatch).toBeNull();
+    expect(recorded.realOom).toBe(true);
+    expect(recorded.simOom).toBe(true);
+    expect(recorded.simPeakReservedBytes).toBe(capped.simPeakReservedBytes);
+    // a plan's settings are PyTorch 2.11's and give the cap as memory_limit_bytes (test/engine/allocator/config.test.ts)
+    expect(() => replaySnapshot({ ...snapshot, allocatorSettings: { PYTORCH_CUDA_ALLOC_CONF: 'backend:cudaMallocAsync' } }, { totalGlobalMemBytes: total })).toThrow(/cudaMallocAsync/);
+  });
+});
+
 describe('what-if replay', () => {
   it('reproduces the recorded peak under the recorded settings', () => {
     const name = names.find((n) => n.startsWith('cnn')) ?? names[0]!;

@@ -6,7 +6,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { parsePlanText } from '../../../engine/plan/parse.ts';
-import { simulate } from '../../../engine/train/simulate.ts';
+import { UNBOUNDED_MEMORY_BYTES, simulate } from '../../../engine/train/simulate.ts';
 import { findMaxBatch } from '../../../engine/search/max-batch.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { deviceFor, planGpu } from '../../../engine/gpu/device.ts';
@@ -26,7 +26,8 @@ function load(file: string, overrides: any = {}, gpuName?: string) {
 function sim(key: string, plan: any) {
   const device = planGpu(plan, catalog, conv);
   const r = simulate(plan, { device });
-  const advice = advise(plan, { device, basePeakReservedBytes: r.peak_reserved_bytes });
+  // as the CLI passes it: a plan that runs out is measured by what it needs with no cap (Note [Advice for a plan that does not fit])
+  const advice = advise(plan, { device, basePeakReservedBytes: r.fits ? r.peak_reserved_bytes : (r.needed_bytes ?? UNBOUNDED_MEMORY_BYTES), baseFits: r.fits });
   writeFileSync(`${out}/${key}.simulate.json`, stringifyResult({ result: r, advice }));
   console.log(key, 'simulate fits', r.fits, 'points', r.timeline.event.length, 'advice', advice.advice.length);
 }
