@@ -5,7 +5,8 @@
  * AMP bf16 (advised: bf16 weights, among others), autocast bf16 because the plan already trains in reduced
  * precision, and LoRA because it is advised for
  * the model types PEFT has defaults for, GPT-2 not among them; after a search, the advice for a larger batch too.
- * In English and in Chinese.
+ * In English and in Chinese. For a plan that runs out of memory, each change says what it needs with no cap where it
+ * still runs out, and its peak where it fits (first).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { launchApp, screenshot, waitForResult, type App } from './harness.ts';
@@ -89,5 +90,32 @@ describe('what is not advised', () => {
     await list.scrollIntoViewIfNeeded();
     await screenshot(page, 'advice-none-zh-CN');
     expect(app.errors).toEqual([]);
+  });
+
+  test('for a plan that runs out of memory: each change measured by its peak where it fits, by what it needs with no cap where it still runs out', async () => {
+    // GPT-2 medium in fp32 at 32 x 1024 on the H100 needs 118 GiB: checkpointing and accumulation fit, bf16
+    // autocast still runs out (Note [Advice for a plan that does not fit])
+    const window = await launchApp({ served: app.served });
+    try {
+      const { page } = window;
+      await page.locator('button[data-mode="preset"]').click();
+      await page.locator('#preset').selectOption('gpt2-medium');
+      await page.locator('#tab-training').click();
+      await page.locator('#batch-size').fill('32');
+      await page.locator('#seq-len').fill('1024');
+      await page.locator('input[name="precision"][value="fp32"]').check();
+      await waitForResult(page);
+      const advice = (id: string) => page.locator(`[data-testid="advice-${id}"]`);
+      await expect.poll(() => advice('amp_bf16').textContent().catch(() => ''), { timeout: 60_000 }).toMatch(/still out of memory\s*needs [\d.]+\sGiB reserved with no cap/);
+      expect(await advice('checkpointing').textContent()).toMatch(/then fits\s*peak reserved [\d.]+\sGiB/);
+      // the fitting change first, then by what each saves
+      const order = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')));
+      expect(order[0]).toBe('advice-checkpointing');
+      await advice('amp_bf16').scrollIntoViewIfNeeded();
+      await screenshot(page, 'advice-oom-needs-en');
+      expect(window.errors).toEqual([]);
+    } finally {
+      await window.close();
+    }
   });
 });
