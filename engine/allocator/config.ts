@@ -21,8 +21,8 @@ export interface AllocatorConfig {
   /** `large_segment_size_mb`: segment of 1-10 MiB requests and page of the large expandable pool. */
   largeSegmentSizeBytes: number;
   /**
-   * `per_process_memory_fraction` (1: no cap). Read from a recorded run's settings only (`recorded`): a plan gives
-   * its cap as memory_limit_bytes. Below 1 it caps reserved memory at floor(fraction x totalGlobalMem), as
+   * `per_process_memory_fraction` (1: no cap). Read for a replay only (`fractionIsCap`): a plan gives its cap as
+   * memory_limit_bytes. Below 1 it caps reserved memory at floor(fraction x totalGlobalMem), as
    * set_per_process_memory_fraction does (`fractionCapBytes`).
    */
   perProcessMemoryFraction: number;
@@ -125,13 +125,14 @@ function parseBool(field: string, text: string, recorded = false): boolean {
 /**
  * Parses a `PYTORCH_CUDA_ALLOC_CONF` string such as `expandable_segments:True,max_split_size_mb:128`.
  * Values are checked as PyTorch 2.11 checks them (e.g. max_split_size_mb must be above 20). `recorded`: the
- * settings a recorded run ran with (a snapshot's, or a what-if of its replay), which its PyTorch, maybe another
- * version, accepted: keys this one does not simulate are ignored whatever they are, booleans in any case, and
- * per_process_memory_fraction is the cap it set (`fractionCapBytes`); only what memplan cannot replay is refused
- * (the cudaMallocAsync backend).
+ * settings a snapshot recorded, which its PyTorch, maybe another version, accepted: keys this one does not simulate
+ * are ignored whatever they are, booleans in any case; only what memplan cannot replay is refused (the
+ * cudaMallocAsync backend). `fractionIsCap` (a replay's settings, recorded or typed for it): a
+ * per_process_memory_fraction is the cap it sets (`fractionCapBytes`); a plan gives its cap as memory_limit_bytes.
  */
-export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF', options: { recorded?: boolean } = {}): AllocatorConfig {
+export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF', options: { recorded?: boolean; fractionIsCap?: boolean } = {}): AllocatorConfig {
   const recorded = options.recorded ?? false;
+  const fractionIsCap = recorded || (options.fractionIsCap ?? false);
   const config = defaultAllocatorConfig();
   // Split on commas outside brackets: roundup_power2_divisions:[64:8,256:4] holds commas.
   const entries: string[] = [];
@@ -196,7 +197,7 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
         // does (measured: 0.5 on the H100, "39.59 GiB allowed")
         const f = parseNumber(field, value);
         if (!(f >= 0 && f <= 1)) throw new InputError(field, `must be in [0.0, 1.0], got ${value}`);
-        if (f < 1 && !recorded) throw new InputError(field, `caps the memory PyTorch may use at ${value} of the GPU's, as torch.cuda.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu.memory_limit_bytes (the CLI's --memory-fraction ${value}) instead`);
+        if (f < 1 && !fractionIsCap) throw new InputError(field, `caps the memory PyTorch may use at ${value} of the GPU's, as torch.cuda.set_per_process_memory_fraction does: give the cap to memplan as the plan's gpu.memory_limit_bytes (the CLI's --memory-fraction ${value}) instead`);
         config.perProcessMemoryFraction = f;
         break;
       }

@@ -164,7 +164,8 @@ export function replaySnapshot(snapshot: MemorySnapshot, options: ReplayOptions 
 /** `replaySnapshot` in steps: yields the fraction of the trace replayed every REPLAY_EVENTS_PER_STEP events. */
 export function* replaySnapshotSteps(snapshot: MemorySnapshot, options: ReplayOptions = {}): Generator<number, ReplayReport, void> {
   const allocConf = options.allocConf ?? allocatorConfFromSettings(snapshot.allocatorSettings);
-  const config = parseAllocatorConf(allocConf, options.allocConf === undefined ? 'snapshot allocator_settings' : 'alloc conf', { recorded: true });
+  // the snapshot's own settings as its PyTorch read them; settings typed for it as PyTorch 2.11 reads them (a typo is said)
+  const config = options.allocConf === undefined ? parseAllocatorConf(allocConf, 'snapshot allocator_settings', { recorded: true }) : parseAllocatorConf(allocConf, 'alloc conf', { fractionIsCap: true });
   const device = new TraceAddressDevice(snapshot.trace);
   const simEvents: TraceEvent[] = [];
   const totalGlobalMemBytes = options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem;
@@ -387,7 +388,7 @@ export function* replayWhatIfSteps(
   allocConf: string,
   options: WhatIfOptions = {},
 ): Generator<number, WhatIfResult, void> {
-  const config = parseAllocatorConf(allocConf, 'alloc conf', { recorded: true });
+  const config = parseAllocatorConf(allocConf, 'alloc conf', { fractionIsCap: true });
   const device = new TraceAddressDevice(snapshot.trace);
   const totalGlobalMemBytes = options.totalGlobalMemBytes ?? kDefaultTotalGlobalMem;
   const memoryLimitBytes = options.memoryLimitBytes ?? fractionCapBytes(config, totalGlobalMemBytes);

@@ -82,6 +82,11 @@ describe('settings a recorded run ran with', () => {
     expect(recorded.realOom).toBe(true);
     expect(recorded.simOom).toBe(true);
     expect(recorded.simPeakReservedBytes).toBe(capped.simPeakReservedBytes);
+    // settings typed for the replay (--alloc-conf, --what-if) are read as PyTorch 2.11 reads them: a typo is said,
+    // and a fraction is a cap there too
+    expect(() => replayWhatIf(snapshot, capped.emptyCacheCalls, 'expandable_segment:True', { totalGlobalMemBytes: total })).toThrow(/unknown allocator setting "expandable_segment"/);
+    expect(() => replaySnapshot(snapshot, { allocConf: 'throw_on_cudamalloc_oom:True', totalGlobalMemBytes: total })).toThrow(/unknown allocator setting/);
+    expect(replaySnapshot(snapshot, { allocConf: `per_process_memory_fraction:${fraction}`, totalGlobalMemBytes: total }).memoryLimitBytes).toBe(Math.floor(fraction * total));
     // a plan's settings are PyTorch 2.11's and give the cap as memory_limit_bytes (test/engine/allocator/config.test.ts)
     expect(() => replaySnapshot({ ...snapshot, allocatorSettings: { PYTORCH_CUDA_ALLOC_CONF: 'backend:cudaMallocAsync' } }, { totalGlobalMemBytes: total })).toThrow(/cudaMallocAsync/);
   });
