@@ -108,7 +108,8 @@ describe('what is not advised', () => {
       const advice = (id: string) => page.locator(`[data-testid="advice-${id}"]`);
       await expect.poll(() => advice('amp_bf16').textContent().catch(() => ''), { timeout: 60_000 }).toMatch(/still out of memory\s*needs [\d.]+\sGiB reserved with no cap/);
       expect(await advice('checkpointing').textContent()).toMatch(/then fits\s*peak reserved [\d.]+\sGiB/);
-      // the fitting change first, then by what each saves
+      // the fitting change first, then by what each saves (once all have come: they stream in as simulated)
+      await page.locator('[data-testid="advice"][data-pending="false"]').waitFor({ timeout: 60_000 });
       const order = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')));
       expect(order[0]).toBe('advice-checkpointing');
       await advice('amp_bf16').scrollIntoViewIfNeeded();
