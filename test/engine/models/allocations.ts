@@ -139,6 +139,18 @@ export function expectSameRequestsPlacedElsewhere(name: string): SimulateResult 
   return r;
 }
 
+/** A small BERT config.json with a head (`architecture`), for the classifier tests; `extra` overrides any key. */
+export const smallBert = (architecture: string, extra: Record<string, unknown> = {}) => ({
+  model_type: 'bert',
+  architectures: [architecture],
+  hidden_size: 64,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  intermediate_size: 128,
+  vocab_size: 1000,
+  ...extra,
+});
+
 /** A plan of a pasted config.json for the classifier tests: batch 4 of 32 tokens, bf16, AdamW, one step. */
 export const planOf = (hf: Record<string, unknown>, training: Record<string, unknown> = {}) =>
   parsePlan({ format: 'memplan.plan', version: 1, model: { hf_config: hf }, training: { batch_size: 4, seq_len: 32, precision: 'bf16', optimizer: 'adamw', steps: 1, ...training } });

@@ -12,18 +12,9 @@ import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, expectAsRecorded, recording, planOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, planOf, smallBert } from './allocations.ts';
 
-const small = (extra: Record<string, unknown> = {}) => ({
-  model_type: 'bert',
-  architectures: ['BertForSequenceClassification'],
-  hidden_size: 64,
-  num_hidden_layers: 2,
-  num_attention_heads: 4,
-  intermediate_size: 128,
-  vocab_size: 1000,
-  ...extra,
-});
+const small = (extra: Record<string, unknown> = {}) => smallBert('BertForSequenceClassification', extra);
 
 describe('BERT sequence classifiers recorded on the H100', () => {
   it.each(['bert_base_cls_amp_bf16_adamw', 'bert_large_cls_fp32_ckpt_sgdm', 'lora_bert_base_cls_bf16_qv_adamw', 'lora_bert_base_cls_amp_fp16_all_reentrant'])(

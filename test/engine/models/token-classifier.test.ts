@@ -13,18 +13,9 @@ import { simulate } from '../../../engine/train/simulate.ts';
 import { advise } from '../../../engine/search/advice.ts';
 import { loraConfigCode } from '../../../engine/models/peft/lora.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere, planOf } from './allocations.ts';
+import { allocationsOf, expectAsRecorded, recording, expectSameRequestsPlacedElsewhere, planOf, smallBert } from './allocations.ts';
 
-const small = (extra: Record<string, unknown> = {}) => ({
-  model_type: 'bert',
-  architectures: ['BertForTokenClassification'],
-  hidden_size: 64,
-  num_hidden_layers: 2,
-  num_attention_heads: 4,
-  intermediate_size: 128,
-  vocab_size: 1000,
-  ...extra,
-});
+const small = (extra: Record<string, unknown> = {}) => smallBert('BertForTokenClassification', extra);
 
 describe('token classifiers recorded on the H100', () => {
   it.each(['lora_roberta_base_tok_bf16_qv', 'xlm_roberta_base_tok_amp_bf16_ckpt'])("%s: the recording's parameter count, what trains under LoRA, and both peaks to the byte", (name) => {

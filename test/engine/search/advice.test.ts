@@ -18,6 +18,15 @@ const plan = parsePlan({
 });
 const device = planGpu(plan);
 
+/** GPT-2 medium in fp32 at 8 x 1024 under a cap of `gib` GiB, which it does not fit (it needs 32 GiB), simulated. */
+function gpt2MediumUnder(gib: number) {
+  const oom = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2-medium' }, training: { batch_size: 8, seq_len: 1024, precision: 'fp32' }, gpu: { memory_limit_bytes: gib * 2 ** 30 } });
+  const d = planGpu(oom);
+  const own = simulate(oom, { device: d, timelinePoints: 0 });
+  expect(own.fits).toBe(false);
+  return { oom, d, own };
+}
+
 describe('advice', () => {
   it('offers the changes that apply to the plan, each a changed copy of it', () => {
     const ids = planVariants(plan).variants.map((v) => v.id);
@@ -75,10 +84,7 @@ describe('advice', () => {
   it('for a plan that does not fit, measures each change by what it needs with no cap, not by the peak reached before the error', () => {
     // GPT-2 medium in fp32 at 8 x 1024 under 6 GiB: every variant runs out too; the peaks reached before the error
     // sit near the cap whatever the change does (Note [Advice for a plan that does not fit])
-    const oom = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2-medium' }, training: { batch_size: 8, seq_len: 1024, precision: 'fp32' }, gpu: { memory_limit_bytes: 6 * 2 ** 30 } });
-    const d = planGpu(oom);
-    const own = simulate(oom, { device: d, timelinePoints: 0 });
-    expect(own.fits).toBe(false);
+    const { oom, d, own } = gpt2MediumUnder(6);
     const result = advise(oom, { device: d });
     expect(result.base_peak_reserved_bytes).toBe(own.needed_bytes);
     const needed = (p: Plan) => {
@@ -100,10 +106,7 @@ describe('advice', () => {
 
   it('for a plan that does not fit, a change that fits is measured by its peak under the cap and ranked first', () => {
     // under 12 GiB GPT-2 medium needs 32 GiB; with checkpointing it fits, the other changes still run out
-    const oom = parsePlan({ format: 'memplan.plan', version: 1, model: { preset: 'gpt2-medium' }, training: { batch_size: 8, seq_len: 1024, precision: 'fp32' }, gpu: { memory_limit_bytes: 12 * 2 ** 30 } });
-    const d = planGpu(oom);
-    const own = simulate(oom, { device: d, timelinePoints: 0 });
-    expect(own.fits).toBe(false);
+    const { oom, d, own } = gpt2MediumUnder(12);
     const result = advise(oom, { device: d });
     const [first, ...rest] = result.advice;
     expect(first).toMatchObject({ id: 'checkpointing', fits: true });
