@@ -95,28 +95,33 @@ describe('what is not advised', () => {
   test('for a plan that runs out of memory: each change measured by its peak where it fits, by what it needs with no cap where it still runs out', async () => {
     // GPT-2 medium in fp32 at 32 x 1024 on the H100 needs 118 GiB: checkpointing and accumulation fit, bf16
     // autocast still runs out (Note [Advice for a plan that does not fit])
-    const window = await launchApp({ served: app.served });
-    try {
-      const { page } = window;
-      await page.locator('button[data-mode="preset"]').click();
-      await page.locator('#preset').selectOption('gpt2-medium');
-      await page.locator('#tab-training').click();
-      await page.locator('#batch-size').fill('32');
-      await page.locator('#seq-len').fill('1024');
-      await page.locator('input[name="precision"][value="fp32"]').check();
-      await waitForResult(page);
-      const advice = (id: string) => page.locator(`[data-testid="advice-${id}"]`);
-      await expect.poll(() => advice('amp_bf16').textContent().catch(() => ''), { timeout: 60_000 }).toMatch(/still out of memory\s*needs [\d.]+\sGiB reserved with no cap/);
-      expect(await advice('checkpointing').textContent()).toMatch(/then fits\s*peak reserved [\d.]+\sGiB/);
-      // the fitting change first, then by what each saves (once all have come: they stream in as simulated)
-      await page.locator('[data-testid="advice"][data-pending="false"]').waitFor({ timeout: 60_000 });
-      const order = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')));
-      expect(order[0]).toBe('advice-checkpointing');
-      await advice('amp_bf16').scrollIntoViewIfNeeded();
-      await screenshot(page, 'advice-oom-needs-en');
-      expect(window.errors).toEqual([]);
-    } finally {
-      await window.close();
+    for (const [locale, needs, fits, name] of [
+      ['en-US', /still out of memory\s*needs [\d.]+\sGiB reserved with no cap/, /then fits\s*peak reserved [\d.]+\sGiB/, 'advice-oom-needs-en'],
+      ['zh-CN', /仍然显存不足\s*不设上限时需要预留 [\d.]+\sGiB/, /改后放得下\s*峰值预留 [\d.]+\sGiB/, 'advice-oom-needs-zh-CN'],
+    ] as const) {
+      const window = await launchApp({ served: app.served, locale });
+      try {
+        const { page } = window;
+        await page.locator('button[data-mode="preset"]').click();
+        await page.locator('#preset').selectOption('gpt2-medium');
+        await page.locator('#tab-training').click();
+        await page.locator('#batch-size').fill('32');
+        await page.locator('#seq-len').fill('1024');
+        await page.locator('input[name="precision"][value="fp32"]').check();
+        await waitForResult(page);
+        const advice = (id: string) => page.locator(`[data-testid="advice-${id}"]`);
+        await expect.poll(() => advice('amp_bf16').textContent().catch(() => ''), { timeout: 60_000 }).toMatch(needs);
+        expect(await advice('checkpointing').textContent()).toMatch(fits);
+        // the fitting change first, then by what each saves (once all have come: they stream in as simulated)
+        await page.locator('[data-testid="advice"][data-pending="false"]').waitFor({ timeout: 60_000 });
+        const order = await page.locator('[data-testid="advice"] ol > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-testid')));
+        expect(order[0]).toBe('advice-checkpointing');
+        await advice('amp_bf16').scrollIntoViewIfNeeded();
+        await screenshot(page, name);
+        expect(window.errors).toEqual([]);
+      } finally {
+        await window.close();
+      }
     }
   });
 });
