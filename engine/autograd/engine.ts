@@ -49,6 +49,8 @@ export abstract class Node {
   epoch = 0;
   /** The edge into output 0 (most nodes have one output), made on first use. */
   private firstEdge: Edge | null = null;
+  /** The block whose forward recorded this node (`Autograd.block`; 0: none): Note [Reused blocks]. */
+  block = 0;
 
   constructor(seq: number, next: readonly (Edge | null)[], numOutputs: number) {
     this.seq = seq;
@@ -61,6 +63,11 @@ export abstract class Node {
   abstract apply(grads: (Tensor | null)[]): (Tensor | null)[];
   /** `release_variables`: drop the saved tensors. */
   abstract releaseVariables(): void;
+
+  /** The parameter whose gradient this node accumulates (AccumulateGrad), else null. */
+  get param(): Parameter | null {
+    return null;
+  }
 
   /** The edge into this node's output `slot`, which `t` is (a reference to). */
   edgeTo(slot: number, t: Tensor): Edge {
@@ -161,24 +168,28 @@ class ViewBackward extends Node {
 
 /** `AccumulateGrad`: a leaf's node, which makes or adds into its `.grad`. */
 class AccumulateGrad extends Node {
-  private readonly param: Parameter;
+  private readonly leaf: Parameter;
   private readonly device: CudaDevice;
 
   constructor(param: Parameter, device: CudaDevice) {
     // sequence_nr UINT64_MAX: runs as soon as it is ready
     super(Number.MAX_SAFE_INTEGER, [], 1);
-    this.param = param;
+    this.leaf = param;
     this.device = device;
   }
 
   get name(): string {
-    return `AccumulateGrad(${this.param.name})`;
+    return `AccumulateGrad(${this.leaf.name})`;
+  }
+
+  override get param(): Parameter {
+    return this.leaf;
   }
 
   apply([grad]: (Tensor | null)[]): (Tensor | null)[] {
     // The engine drops `grad` (its InputBuffer slot) after this returns.
     if (!grad) return [];
-    const { param, device } = this;
+    const { leaf: param, device } = this;
     if (param.grad === null) {
       // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
       if (device.useCount(grad) <= 1) {
@@ -285,6 +296,12 @@ export class Autograd {
    */
   reentrantBlocksWithoutGrad = 0;
   readonly device: CudaDevice;
+  /** The block whose forward runs now (Note [Reused blocks], models/block-reuse.ts; 0: none): its nodes carry it. */
+  block = 0;
+  /** Hears each node the engine is about to apply, and the end of each outermost backward (Note [Reused blocks]). */
+  listener: { applying(node: Node, inputs: (Tensor | null)[], depth: number): void; finished(): void } | null = null;
+  /** Backward passes running now (a reentrant checkpoint's runs inside its node's). */
+  private backwardDepth = 0;
 
   constructor(device: CudaDevice) {
     this.device = device;
@@ -327,8 +344,13 @@ export class Autograd {
     return NO_TENSORS;
   }
 
+  /** A sequence number for a node made outside `record` (Note [Reused blocks]: a replayed block's node). */
+  nextSequenceNr(): number {
+    return this.sequenceNr++;
+  }
+
   /** The edge an input's gradient flows along. */
-  private edge(t: Tensor | null): Edge | null {
+  edge(t: Tensor | null): Edge | null {
     if (!t) return null;
     if (t.gradFn) return t.gradFn.edgeTo(t.outputSlot, t);
     if (t.requiresGrad && t.leaf) return t.leaf.accumulateGrad.edgeTo(0, t);
@@ -365,6 +387,7 @@ export class Autograd {
     } else {
       node = new FunctionNode(name, seq, next, outputs.length, apply, saved, device);
     }
+    node.block = this.block;
     for (let i = 0; i < outputs.length; i++) {
       const t = outputs[i]!;
       t.gradFn = node;
@@ -472,6 +495,7 @@ export class Autograd {
       return out;
     }
     const node = new ViewBackward(name, this.sequenceNr++, [this.edge(t)], t.shape, this.device);
+    node.block = this.block;
     out.gradFn = node;
     out.outputSlot = 0;
     return out;
@@ -511,10 +535,15 @@ export class Autograd {
 
     const previousThread = device.thread;
     device.thread = 'autograd';
+    const previousBlock = this.block;
+    this.backwardDepth++;
     while (ready.size) {
       const node = ready.pop()!;
       const inputs = node.buffer ?? inputBuffer(node.numOutputs);
       node.buffer = null;
+      this.listener?.applying(node, inputs, this.backwardDepth);
+      // nodes a node's backward records (a reentrant checkpoint's recomputation) belong to its block
+      this.block = node.block;
       const outputs = node.apply(inputs);
       // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
       // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
@@ -553,7 +582,9 @@ export class Autograd {
         if (--next.deps === 0) ready.push(next);
       }
     }
+    this.block = previousBlock;
     device.thread = previousThread;
+    if (--this.backwardDepth === 0) this.listener?.finished();
   }
 
   /**

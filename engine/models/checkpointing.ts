@@ -7,6 +7,7 @@
 import { Autocast, type AutocastDType } from '../ops/autocast.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { BlockPass, type BlockReuse } from './block-reuse.ts';
 
 export type Checkpointing = false | 'non_reentrant' | 'reentrant';
 
@@ -40,14 +41,19 @@ export function runBlocks(
   checkpointing: Checkpointing,
   block: (x: Tensor, i: number) => Tensor,
   closure: readonly (Tensor | null)[] | ((i: number) => readonly (Tensor | null)[]) = [],
+  reuse?: BlockReuse,
 ): Tensor {
   const heldBy = (i: number) => (typeof closure === 'function' ? closure(i) : closure).filter((t): t is Tensor => t !== null);
   const autocastDType = rt.autocast?.dtype ?? null;
   const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
+  // Note [Reused blocks]: where every block is the same, most replay a recording of another's requests
+  const pass = BlockPass.of(rt, count, reuse);
   let h = x;
   for (let i = 0; i < count; i++) {
     const run = (input: Tensor) => block(input, i);
-    const out = !checkpointing ? run(h) : checkpointing === 'reentrant' ? rt.autograd.checkpointReentrant(h, run, rerun) : rt.autograd.checkpoint(h, run, rerun, heldBy(i));
+    const input = h;
+    const call = () => (!checkpointing ? run(input) : checkpointing === 'reentrant' ? rt.autograd.checkpointReentrant(input, run, rerun) : rt.autograd.checkpoint(input, run, rerun, heldBy(i)));
+    const out = !pass ? call() : pass.replays(i) ? pass.replayForward(i, h, [h, ...heldBy(i)]) : pass.runForward(i, h, [h, ...heldBy(i)], call);
     rt.cuda.release(h);
     h = out;
   }

@@ -8,4 +8,6 @@ export interface Runtime {
   autograd: Autograd;
   /** The active `torch.autocast` region, or null. */
   autocast: Autocast | null;
+  /** Replay repeated blocks where that is exact (Note [Reused blocks], models/block-reuse.ts). */
+  reuseBlocks?: boolean;
 }

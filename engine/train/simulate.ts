@@ -32,6 +32,7 @@ import { LIMITS } from '../plan/limits.ts';
 import { BothRecorders, StepProgram, StepRecorder } from './step-replay.ts';
 import { RecordedRun, keepRecordedRun, programKey, recordedRun } from './run-replay.ts';
 import { NotReplayable, SecondStepProgram } from './second-step.ts';
+import { BlocksNotReusable } from '../models/block-reuse.ts';
 import { DEFAULT_GPU, capBytes, convWorkspacesFor, type DeviceSpec } from '../gpu/device.ts';
 import { outsideAllocatorBytes } from '../gpu/catalog.ts';
 import { RESULT_SCHEMA_VERSION } from '../result/version.ts';
@@ -116,6 +117,12 @@ export interface SimulateOptions {
    * seldom simulated again: recording them would cost more than it saves.
    */
   recordRun?: boolean;
+  /**
+   * Replay repeated blocks of the first step from recordings of other blocks (Note [Reused blocks],
+   * models/block-reuse.ts; default: when the peak's details are not wanted, as for a search's trials, whose
+   * storages' labels nothing reads). The peaks, the steps and the error are the same either way.
+   */
+  reuseBlocks?: boolean;
   /**
    * Storage events (allocations and frees) past which no step is added to reach steady state: the plan's own
    * steps always run (engine/plan/limits.ts bounds them before a simulation starts), the steps after them only
@@ -206,7 +213,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   );
   cuda.onFirstBackward = () => createAutogradThreadHandles(deviceMemory, spec.training_threads_bytes);
   const autograd = new Autograd(cuda);
-  const rt: Runtime = { cuda, autograd, autocast: null };
+  // Note [Reused blocks]: where nothing reads the storages' labels (a search's trials)
+  const rt: Runtime = { cuda, autograd, autocast: null, reuseBlocks: options.reuseBlocks ?? (options.peakDetails === false && options.onTrace === undefined) };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
   if (t.lora && t.lora.quantization !== 'none') {
@@ -418,6 +426,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     if (untilSteady && !repeated) unsettled = { steps: steps.length, reason: !canRepeat ? 'garbage_collection' : steps.length >= kMaxSteps ? 'max_steps' : 'work_limit' };
   } catch (error) {
     if (error instanceof NotReplayable) return simulate(plan, { ...options, replaySteps: false });
+    if (error instanceof BlocksNotReusable) return simulate(plan, { ...options, reuseBlocks: false });
     if (!(error instanceof OutOfMemoryError)) throw error;
     // Out of memory in a replayed step inside frames that free memory as they unwind (Note [Replayed steps]): the
     // replay cannot know those frees, the full simulation can.

@@ -32,6 +32,7 @@ import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTok
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
+import type { BlockReuse } from '../block-reuse.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { sparseMoeBlock } from './mixtral-moe.ts';
 
@@ -44,7 +45,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   /** Whether layer i's MLP is the sparse mixture of experts (Qwen3-MoE's `mlp_only_layers` are dense). */
   const sparseLayer = (i: number) => cfg.moe !== null && !cfg.moe.denseLayers.includes(i);
   p('model.embed_tokens.weight', [cfg.vocabSize, cfg.hidden]);
+  /** Each layer's parameters, as [first, end) of `params` (Note [Reused blocks]: a layer's weights). */
+  const layerParams: [number, number][] = [];
   for (let i = 0; i < cfg.layers; i++) {
+    const first = params.length;
     const l = `model.layers.${i}`;
     const qkvBias = cfg.qkvBias || cfg.attentionBias;
     if (cfg.fusedProjections) {
@@ -81,6 +85,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     if (!cfg.normAfter) p(`${l}.input_layernorm.weight`, [cfg.hidden]);
     p(`${l}.post_attention_layernorm.weight`, [cfg.hidden]);
     if (cfg.normAfter) p(`${l}.post_feedforward_layernorm.weight`, [cfg.hidden]);
+    layerParams.push([first, params.length]);
   }
   p('model.norm.weight', [cfg.hidden]);
   // rotary_emb's buffers, fp32 whatever the model's dtype
@@ -96,6 +101,14 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const proj = linearModules(weights, tuning.lora);
   const layerModules = Array.from({ length: cfg.layers }, (_, i) => layerModuleNames(i));
   const useCache = cfg.useCache && !checkpointing;
+  // Note [Reused blocks]: the layers run one code on one shape but where a layer's kind differs (Qwen3-MoE's dense
+  // layers, SmolLM3's NoPE layers); not with a DynamicCache, which keeps each layer's keys and values
+  const reuse: BlockReuse | undefined = useCache
+    ? undefined
+    : {
+        kind: (i) => `${sparseLayer(i)} ${cfg.noRopeLayers.includes(i)}`,
+        weights: (i) => params.slice(...layerParams[i]!).map((spec) => w(spec.name)),
+      };
   // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   /** The DynamicCache's keys and values of the current forward. */
@@ -411,7 +424,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       if (!useCache) findPackedSequenceIndices(rt, b, t);
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : windowMask ? slidingWindowMask(rt, b, t) : null;
       const [cos, sin] = rotaryEmbedding(rt, t, inputsEmbeds.dtype);
-      let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions]);
+      let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions], reuse);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);
       hidden = normed;
