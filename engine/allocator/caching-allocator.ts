@@ -6,8 +6,8 @@
  * - Requests round up (round_size) and go to the small pool (<= 1 MiB) or the large pool.
  * - A request takes the smallest cached free block that fits on its stream (best fit, lowest address among
  *   equals), splitting it when the remainder is worth keeping (should_split).
- * - With no fitting block, a new segment is cudaMalloc'd: 2 MiB for small requests, 20 MiB for 1-10 MiB ones,
- *   the request rounded up to 2 MiB above that (get_allocation_size).
+ * - With no fitting block, a new segment is cudaMalloc'd: 2 MiB for small requests, large_segment_size (20 MiB
+ *   unless set) for 1-10 MiB ones, the request rounded up to 2 MiB above that (get_allocation_size).
  * - Freed blocks merge with free neighbours of their segment and stay cached; only empty_cache() and the
  *   out-of-memory path give whole free segments back (release_cached_blocks).
  * - A memory fraction caps reserved bytes (set_per_process_memory_fraction); hitting the cap, or the device

@@ -5,7 +5,33 @@
  * (pinned_*, release_lock_on_cudamalloc, ...) are accepted and ignored, as PyTorch accepts them.
  */
 import { InputError } from '../errors.ts';
-import { kLargeBuffer, kNoMaxSplitSize, kRoundUpPowerOfTwoIntervals } from './constants.ts';
+import { kLargeBuffer, kMinLargeAlloc, kNoMaxSplitSize, kRoundUpPowerOfTwoIntervals, kSmallBuffer } from './constants.ts';
+
+/*
+ * Note [large_segment_size_mb]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * PyTorch 2.11 accepts any whole number of MB above 10, odd ones too (measured on the H100: 11 and 40 run,
+ * test/fixtures/device/h100_alloc_conf_keys.json from resources/measure/probe_alloc_keys.py). The source read is
+ * c10/core/AllocatorConfig.cpp of a pytorch/pytorch mirror after the key landed (PR #172056); the v2.11 tag itself
+ * could not be read here. `parseArgs` reads this key before every other, wherever it stands;
+ * `parseLargeSegmentSize` takes `toSizeT` (std::stoull: "11.5" reads 11) and checks `val_env > kMinLargeAlloc / kMB`
+ * ("CachingAllocator option large_segment_size_mb must be > 10 MB"), with no rounding. The size then
+ * - is the segment of a 1-10 MiB request (`get_allocation_size` returns `large_segment_size()`), odd or even: a
+ *   cudaMalloc of 11 MiB serves as one of 20 MiB does;
+ * - is the default of max_non_split_rounding_mb (`max_non_split_rounding_size_ = large_segment_size_` after that
+ *   first pass) and the least value max_split_size_mb and max_non_split_rounding_mb accept
+ *   (`min_allowed_split_size_mb = large_segment_size_ / kMB`, where older versions had the constant 20);
+ * - is the page of the large pool's expandable segments (`find_expandable_block`: `pool->is_small ? kSmallBuffer :
+ *   large_segment_size()`), each page one `cuMemCreate(segment_size_)`. The CUDA driver takes only sizes that are a
+ *   multiple of the allocation granularity (cuMemGetAllocationGranularity; the 2 MiB GPU page of Note [Expandable
+ *   Segments]), so with expandable_segments:True an odd number of MB fails the first large-pool request with a CUDA
+ *   driver error (C10_CUDA_DRIVER_CHECK in `ExpandableSegment::map`); memplan refuses that combination
+ *   (`runFailure`).
+ * Measured on the H100 with PyTorch 2.11 (the same fixture): a 5 MiB request reserves 11 MiB under 11 and 11.5,
+ * 40 MiB under 40 with or without expandable segments; 10 is refused ("must be > 10 MB"), max_split_size_mb:30 under
+ * 40 too ("must be >= 40"), max_split_size_mb:12 under 11 accepted; with expandable segments, 11 fails the 5 MiB
+ * request with "CUDA driver error: invalid argument".
+ */
 
 export interface AllocatorConfig {
   /** Blocks of at least this size are never split (`max_split_size_mb`); Infinity = off. */
@@ -18,7 +44,10 @@ export interface AllocatorConfig {
   roundupPower2Divisions: number[];
   /** `expandable_segments:True`. */
   expandableSegments: boolean;
-  /** `large_segment_size_mb`: segment of 1-10 MiB requests and page of the large expandable pool. */
+  /**
+   * `large_segment_size_mb`: segment of 1-10 MiB requests and page of the large expandable pool; also the default
+   * of maxNonSplitRoundingBytes and the least max_split_size_mb (Note [large_segment_size_mb]).
+   */
   largeSegmentSizeBytes: number;
   /**
    * `per_process_memory_fraction` (1: no cap). Read for a replay only (`fractionIsCap`): a plan gives its cap as
@@ -122,19 +151,8 @@ function parseBool(field: string, text: string, recorded = false): boolean {
   throw new InputError(field, `expected True or False (capitalized, as PyTorch reads them), got "${text}"`);
 }
 
-/**
- * Parses a `PYTORCH_CUDA_ALLOC_CONF` string such as `expandable_segments:True,max_split_size_mb:128`.
- * Values are checked as PyTorch 2.11 checks them (e.g. max_split_size_mb must be above 20). `recorded`: the
- * settings a snapshot recorded, which its PyTorch, maybe another version, accepted: keys this one does not simulate
- * are ignored whatever they are, booleans in any case; only what memplan cannot replay is refused (the
- * cudaMallocAsync backend). `fractionIsCap` (a replay's settings, recorded or typed for it): a
- * per_process_memory_fraction is the cap it sets (`fractionCapBytes`); a plan gives its cap as memory_limit_bytes.
- */
-export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF', options: { recorded?: boolean; fractionIsCap?: boolean } = {}): AllocatorConfig {
-  const recorded = options.recorded ?? false;
-  const fractionIsCap = recorded || (options.fractionIsCap ?? false);
-  const config = defaultAllocatorConfig();
-  // Split on commas outside brackets: roundup_power2_divisions:[64:8,256:4] holds commas.
+/** The conf's `key:value` entries, split on commas outside brackets (roundup_power2_divisions:[64:8,256:4] holds commas). */
+function confEntries(conf: string): string[] {
   const entries: string[] = [];
   let depth = 0;
   let current = '';
@@ -142,32 +160,76 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
     if (ch === '[') depth++;
     if (ch === ']') depth--;
     if (ch === ',' && depth === 0) {
-      entries.push(current);
+      entries.push(current.trim());
       current = '';
     } else current += ch;
   }
-  entries.push(current);
-  for (const raw of entries) {
-    const entry = raw.trim();
-    if (entry === '') continue;
-    const colon = entry.indexOf(':');
-    if (colon < 0) throw new InputError(fieldName, `expected key:value, got "${entry}"`);
-    const key = entry.slice(0, colon).trim();
-    const value = entry.slice(colon + 1).trim();
+  entries.push(current.trim());
+  return entries.filter((entry) => entry !== '');
+}
+
+function keyValue(entry: string): { key: string; value: string } | null {
+  const colon = entry.indexOf(':');
+  return colon < 0 ? null : { key: entry.slice(0, colon).trim(), value: entry.slice(colon + 1).trim() };
+}
+
+/**
+ * `AcceleratorAllocatorConfig::parseLargeSegmentSize`: a whole number of MB (std::stoull drops a fraction) above
+ * kMinLargeAlloc's 10 (Note [large_segment_size_mb]). stoull would also read "-5", as 2^64 - 5 (PyTorch then
+ * clamps it to the largest size and every 1-10 MiB request runs out of memory): refused here as no size.
+ */
+function parseLargeSegmentSize(field: string, text: string): number {
+  const mb = Math.floor(parseNumber(field, text));
+  const leastMb = kMinLargeAlloc / MiB;
+  if (!(mb > leastMb)) throw new InputError(field, `must be more than ${leastMb} (MB), got ${text}`);
+  return mb * MiB;
+}
+
+/**
+ * Parses a `PYTORCH_CUDA_ALLOC_CONF` string such as `expandable_segments:True,max_split_size_mb:128`.
+ * Values are checked as PyTorch 2.11 checks them (e.g. max_split_size_mb must be at least 20, or the
+ * large_segment_size_mb given). `recorded`: the settings a snapshot recorded, which its PyTorch, maybe another
+ * version, accepted: keys this one does not simulate are ignored whatever they are, booleans in any case; only what
+ * memplan cannot replay is refused (the cudaMallocAsync backend). `fractionIsCap` (a replay's settings, recorded or
+ * typed for it): a per_process_memory_fraction is the cap it sets (`fractionCapBytes`); a plan gives its cap as
+ * memory_limit_bytes. Settings PyTorch accepts and then fails with are refused too (`runFailure`), unless recorded
+ * or `runnable` is false.
+ */
+export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC_CONF', options: { recorded?: boolean; fractionIsCap?: boolean; runnable?: boolean } = {}): AllocatorConfig {
+  const recorded = options.recorded ?? false;
+  const fractionIsCap = recorded || (options.fractionIsCap ?? false);
+  const config = defaultAllocatorConfig();
+  const entries = confEntries(conf);
+  // large_segment_size_mb first, wherever it stands (Note [large_segment_size_mb]): it sets the default of
+  // max_non_split_rounding_mb and the least value of it and of max_split_size_mb
+  let largeSegmentGiven = false;
+  for (const entry of entries) {
+    const kv = keyValue(entry);
+    if (kv?.key !== 'large_segment_size_mb') continue;
+    config.largeSegmentSizeBytes = parseLargeSegmentSize(`${fieldName} ${kv.key}`, kv.value);
+    largeSegmentGiven = true;
+  }
+  config.maxNonSplitRoundingBytes = config.largeSegmentSizeBytes;
+  const leastSplitMb = config.largeSegmentSizeBytes / MiB;
+  const splitSize = (field: string, text: string): number => {
+    const mb = parseNumber(field, text);
+    if (mb < leastSplitMb) throw new InputError(field, `must be at least ${leastSplitMb} (MB)${largeSegmentGiven ? ` when large_segment_size_mb is ${leastSplitMb}` : ''}, got ${text}`);
+    return Math.floor(mb) * MiB;
+  };
+  for (const entry of entries) {
+    const kv = keyValue(entry);
+    if (!kv) throw new InputError(fieldName, `expected key:value, got "${entry}"`);
+    const { key, value } = kv;
     const field = `${fieldName} ${key}`;
     switch (key) {
-      case 'max_split_size_mb': {
-        const mb = parseNumber(field, value);
-        if (mb < 20) throw new InputError(field, `must be at least 20 (MB), got ${value}`);
-        config.maxSplitSizeBytes = Math.floor(mb) * MiB;
+      case 'large_segment_size_mb':
+        break; // read first
+      case 'max_split_size_mb':
+        config.maxSplitSizeBytes = splitSize(field, value);
         break;
-      }
-      case 'max_non_split_rounding_mb': {
-        const mb = parseNumber(field, value);
-        if (mb < 20) throw new InputError(field, `must be at least 20 (MB), got ${value}`);
-        config.maxNonSplitRoundingBytes = Math.floor(mb) * MiB;
+      case 'max_non_split_rounding_mb':
+        config.maxNonSplitRoundingBytes = splitSize(field, value);
         break;
-      }
       case 'garbage_collection_threshold': {
         const t = parseNumber(field, value);
         if (!(t > 0 && t < 1)) throw new InputError(field, `must be between 0.0 and 1.0 (exclusive), got ${value}`);
@@ -180,12 +242,6 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
       case 'expandable_segments':
         config.expandableSegments = parseBool(field, value, recorded);
         break;
-      case 'large_segment_size_mb': {
-        const mb = parseNumber(field, value);
-        if (!Number.isInteger(mb) || mb < 2 || mb % 2 !== 0) throw new InputError(field, `must be an even number of MB, got ${value}`);
-        config.largeSegmentSizeBytes = mb * MiB;
-        break;
-      }
       case 'backend':
         // cudaMallocAsync replaces the caching allocator (CUDAMallocAsyncAllocator.cpp: a cudaMallocAsync of each
         // request from CUDA's pool, no blocks, segments or rounding): nothing memplan simulates applies
@@ -211,7 +267,28 @@ export function parseAllocatorConf(conf: string, fieldName = 'PYTORCH_CUDA_ALLOC
         if (!IGNORED_KEYS.has(key) && !recorded) throw new InputError(fieldName, `unknown allocator setting "${key}" (PyTorch 2.11 refuses it too)`);
     }
   }
+  // what PyTorch accepts and then fails with; a recorded run's settings replay as they ran
+  const failure = recorded || options.runnable === false ? null : runFailure(config);
+  if (failure) throw new InputError(`${fieldName} large_segment_size_mb`, failure);
   return config;
+}
+
+/**
+ * Why PyTorch 2.11 fails at run time with settings it accepts, or null. One case: expandable segments whose large
+ * pool would map pages of an odd number of MB, which cuMemCreate refuses (Note [large_segment_size_mb]).
+ */
+export function runFailure(config: AllocatorConfig): string | null {
+  if (!config.expandableSegments || config.largeSegmentSizeBytes % kSmallBuffer === 0) return null;
+  const mb = config.largeSegmentSizeBytes / MiB;
+  return `large_segment_size_mb ${mb} with expandable_segments:True fails in PyTorch: the large pool maps pages of ${mb} MiB, and cuMemCreate takes only multiples of the GPU's 2 MiB page, so the first request above 1 MiB raises a CUDA driver error; give an even large_segment_size_mb, or leave expandable segments off`;
+}
+
+/**
+ * What PyTorch fails at run time with a conf it accepts (`runFailure`), or null: for a variant of a valid plan,
+ * made after the plan was checked (advice adds expandable_segments:True to the plan's own settings).
+ */
+export function allocatorRunFailure(conf: string): string | null {
+  return runFailure(parseAllocatorConf(conf, 'allocator.conf', { runnable: false }));
 }
 
 /** `AcceleratorAllocatorConfig::roundup_power2_divisions(size)`: the divisions of size's power-of-two interval. */
@@ -227,7 +304,8 @@ export function formatAllocatorConf(config: AllocatorConfig): string {
   const parts: string[] = [];
   if (config.expandableSegments) parts.push('expandable_segments:True');
   if (config.maxSplitSizeBytes !== d.maxSplitSizeBytes) parts.push(`max_split_size_mb:${config.maxSplitSizeBytes / MiB}`);
-  if (config.maxNonSplitRoundingBytes !== d.maxNonSplitRoundingBytes) parts.push(`max_non_split_rounding_mb:${config.maxNonSplitRoundingBytes / MiB}`);
+  // its default is the large segment size (Note [large_segment_size_mb])
+  if (config.maxNonSplitRoundingBytes !== config.largeSegmentSizeBytes) parts.push(`max_non_split_rounding_mb:${config.maxNonSplitRoundingBytes / MiB}`);
   if (config.garbageCollectionThreshold) parts.push(`garbage_collection_threshold:${config.garbageCollectionThreshold}`);
   if (config.roundupPower2Divisions.some((v) => v !== 0)) {
     const all = config.roundupPower2Divisions;

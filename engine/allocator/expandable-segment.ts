@@ -1,7 +1,7 @@
 /**
  * `ExpandableSegment` (CUDACachingAllocator.cpp, Note [Expandable Segments]): a virtual address range of
- * 1.125 x the device's memory, backed page by page (2 MiB pages in the small pool, 20 MiB in the large pool)
- * as the allocator maps them. One per (stream, pool).
+ * 1.125 x the device's memory, backed page by page (2 MiB pages in the small pool, large_segment_size ones, 20 MiB
+ * unless set, in the large pool) as the allocator maps them. One per (stream, pool).
  */
 import type { DeviceMemory } from './device-memory.ts';
 

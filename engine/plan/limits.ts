@@ -67,6 +67,8 @@ export interface PlanWork {
   parameters: number;
   /** The plan field that sets most of `parameters` (a config.json's vocab_size where the embeddings dominate). */
   parameters_field: string;
+  /** Where one block of a config.json alone holds more than the parameter limit: the field that makes it so. */
+  block_cause?: BlockCause;
   /** Parameter and buffer tensors. */
   tensors: number;
   micro_steps: number;
@@ -159,6 +161,63 @@ interface Count {
   tensors: number;
 }
 
+/** The part of a block that holds most of its parameters, and the config.json field that sizes that part. */
+export interface BlockCause {
+  field: string;
+  value: number;
+  piece: BlockPiece;
+  /** Parameters of one block (the mean over the blocks), and of the piece in it. */
+  block_parameters: number;
+  piece_parameters: number;
+}
+
+/** The parts of a transformer block: attention (q, k, v, o), the dense MLP, the routed experts with their router. */
+type BlockPiece = 'attention' | 'MLP' | 'experts';
+
+/** A block's parameter, by its name in named_parameters(): in block N of `layers.N`, `h.N` (GPT-2), `layer.N` (BERT). */
+const IN_BLOCK = /\.(?:layers|h|layer)\.\d+\./;
+
+function blockPiece(name: string): BlockPiece | null {
+  if (/\.experts\.|\.mlp\.gate\.weight$/.test(name)) return 'experts';
+  // BERT's MLP: intermediate.dense and the layer's own output.dense (attention.output.dense is attention's)
+  if (/\.mlp\.|\.intermediate\.|\.layer\.\d+\.output\.dense\./.test(name)) return 'MLP';
+  if (/attn|attention/.test(name)) return 'attention';
+  return null; // the norms
+}
+
+/**
+ * Which field makes one block too large, from the block's parameter count: hidden_size^2 times each piece's own
+ * factor (attention: none beyond hidden_size; the MLP: intermediate_size / hidden_size; the experts: their number
+ * times their width / hidden_size). The piece that holds most of the block is the cause; its field is the factor
+ * it multiplies by (hidden_size for attention, intermediate_size (GPT-2's n_inner, n_embd where n_inner is unset
+ * and so 4 x n_embd) for the MLP, and for the experts their number or their width, whichever is the larger factor).
+ */
+function blockCause(hf: HfConfig, raw: Record<string, unknown>, parameters: readonly ParameterSpec[]): BlockCause {
+  const pieces: Record<BlockPiece, number> = { attention: 0, MLP: 0, experts: 0 };
+  let inBlocks = 0;
+  for (const p of parameters) {
+    if (p.buffer || !IN_BLOCK.test(p.name)) continue;
+    const n = p.shape.reduce((a, b) => a * b, 1);
+    inBlocks += n;
+    const piece = blockPiece(p.name);
+    if (piece) pieces[piece] += n;
+  }
+  const layers = Math.max(1, hf.layers);
+  const piece = (Object.keys(pieces) as BlockPiece[]).reduce((a, b) => (pieces[b] > pieces[a] ? b : a));
+  const hidden = hf.family === 'gpt2' ? 'n_embd' : 'hidden_size';
+  const cause = (field: string, value: number): BlockCause => ({ field, value, piece, block_parameters: inBlocks / layers, piece_parameters: pieces[piece] / layers });
+  if (piece === 'MLP') {
+    if (hf.family !== 'gpt2') return cause('intermediate_size', hf.intermediate);
+    return raw['n_inner'] == null ? cause(hidden, hf.hidden) : cause('n_inner', hf.inner);
+  }
+  if (piece === 'experts' && hf.family === 'llama' && hf.moe) {
+    const moe = hf.moe;
+    const [count, width] = moe.kind === 'mixtral' ? ['num_local_experts', 'intermediate_size'] : ['num_experts', 'moe_intermediate_size'];
+    return moe.experts >= moe.intermediate / hf.hidden ? cause(count, moe.experts) : cause(width, moe.intermediate);
+  }
+  return cause(hidden, hf.hidden);
+}
+
 /** One layer spec's count (a repeat multiplies its body: saturating at Infinity, never walking the copies). */
 function countLayer(l: LayerSpec, costs: LayerEvents): Count {
   const params = (shapes: number[][]): Count => ({
@@ -240,7 +299,7 @@ export function rawLayerIssue(value: unknown): Issue | null {
 }
 
 /** The plan's model counted: from the layer list itself, or from the model built (its parameter list only). */
-function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: string; parameters_field?: string } {
+function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: string; parameters_field?: string; block_cause?: BlockCause } {
   const m = plan.model;
   const t = plan.training;
   const device = { computeCapability: [9, 0] as [number, number] };
@@ -258,12 +317,15 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
     const counted = countSpecs(model.parameters);
     const adapted = model.parameters.filter((p) => p.adapter).length / 2; // lora_A and lora_B a module
     // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), the
-    // width's where one block alone is past the limit (a hidden_size too large), else the number of blocks
+    // field that makes one block too large where one block alone is past the limit (blockCause), else the number
+    // of blocks
     const embeddings = model.parameters.filter((p) => !p.buffer && /embed_tokens|wte|word_embeddings|lm_head/.test(p.name)).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
-    const blockParameters = (counted.parameters - embeddings) / Math.max(1, hf.layers);
-    const widthField = `model.hf_config.${hf.family === 'gpt2' ? 'n_embd' : 'hidden_size'}`;
-    const parametersField = !('hf_config' in m) ? layersField : embeddings > counted.parameters / 2 ? 'model.hf_config.vocab_size' : blockParameters > LIMITS.parameters ? widthField : layersField;
-    return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField, parameters_field: parametersField };
+    if (!('hf_config' in m)) return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField };
+    const byVocabulary = embeddings > counted.parameters / 2;
+    const cause = byVocabulary || counted.parameters <= LIMITS.parameters ? null : blockCause(hf, m.hf_config, model.parameters);
+    const tooWide = cause !== null && cause.block_parameters > LIMITS.parameters;
+    const parametersField = byVocabulary ? 'model.hf_config.vocab_size' : tooWide ? `model.hf_config.${cause.field}` : layersField;
+    return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField, parameters_field: parametersField, ...(tooWide ? { block_cause: cause } : {}) };
   }
   if ('hf_config' in m) throw new Error('a config.json model is counted from its resolved config');
   const preset = 'preset' in m ? PRESETS[m.preset] : undefined;
@@ -283,7 +345,18 @@ export function estimateWork(plan: Plan, hf: HfConfig | null): PlanWork {
   const eventsPerMicroStep = c.events + MICRO_STEP_BASE_EVENTS;
   const steps = Math.max(t.steps, 2) + 1;
   const events = c.tensors * LOAD_EVENTS_PER_TENSOR + steps * (t.grad_accumulation_steps * eventsPerMicroStep + c.tensors * STEP_EVENTS_PER_TENSOR);
-  return { layers: c.layers, layers_field: c.layers_field, parameters: c.parameters, parameters_field: c.parameters_field ?? c.layers_field, tensors: c.tensors, micro_steps: t.grad_accumulation_steps, steps, events_per_micro_step: eventsPerMicroStep, events };
+  return {
+    layers: c.layers,
+    layers_field: c.layers_field,
+    parameters: c.parameters,
+    parameters_field: c.parameters_field ?? c.layers_field,
+    ...(c.block_cause ? { block_cause: c.block_cause } : {}),
+    tensors: c.tensors,
+    micro_steps: t.grad_accumulation_steps,
+    steps,
+    events_per_micro_step: eventsPerMicroStep,
+    events,
+  };
 }
 
 /** A count for a message: `1,000,000`, or "more than 10^15" where a repeat of repeats went past exact numbers. */
@@ -370,7 +443,13 @@ export function limitIssues(plan: Plan, hf: HfConfig | null): Issue[] {
     });
     return issues;
   }
-  if (work.parameters > LIMITS.parameters) {
+  const cause = work.block_cause;
+  if (cause) {
+    issues.push({
+      path: work.parameters_field,
+      message: `${TOO_LARGE} ${cause.field} ${amount(cause.value)} makes one block alone hold ${amount(cause.block_parameters)} parameters (${amount(cause.piece_parameters)} of them in its ${cause.piece}); the limit is ${amount(LIMITS.parameters)} (10^13) for the whole model, where every byte count stays exact`,
+    });
+  } else if (work.parameters > LIMITS.parameters) {
     issues.push({ path: work.parameters_field, message: `${TOO_LARGE} ${amount(work.parameters)} parameters; the limit is ${amount(LIMITS.parameters)} (10^13), where every byte count stays exact` });
   }
   if (work.tensors > LIMITS.tensors) {

@@ -5,7 +5,7 @@
  * allocator settings, (given the catalog) the GPU's name, and that the plan is not too large to simulate
  * (limits.ts: layers, parameters, micro-steps, allocator events, the memory cap).
  */
-import { parseAllocatorConf } from '../allocator/config.ts';
+import { allocatorRunFailure, parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
 import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
@@ -61,9 +61,12 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
 
 /**
  * Why PyTorch itself fails the step of a valid plan's variant (advice's and compare's changes are made after the
- * plan was checked): a regression head on half-precision weights (`checkHeadPrecision`). Null when it does not.
+ * plan was checked): expandable segments whose large pool maps pages of an odd number of MB (`runFailure` in
+ * engine/allocator/config.ts), a regression head on half-precision weights (`checkHeadPrecision`). Null when it does not.
  */
 export function pytorchFailure(plan: Plan): string | null {
+  const allocatorFailure = allocatorRunFailure(plan.allocator.conf);
+  if (allocatorFailure) return allocatorFailure;
   const config = hfConfigOf(plan.model);
   if (!config) return null;
   const resolved = resolveHfConfig(config); // a variant of a valid plan: its config resolves

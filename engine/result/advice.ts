@@ -92,7 +92,7 @@ export const NOT_APPLICABLE_REASONS = [
   'no_larger_batch',
   /** The engine cannot simulate this change for this model yet (`message` says why). */
   'not_simulated',
-  /** PyTorch fails the step this change makes (`message` says how: a regression head on bf16 weights). */
+  /** PyTorch fails the step this change makes (`message` says how: a regression head on bf16 weights, expandable segments with an odd large_segment_size_mb). */
   'fails_in_pytorch',
   /** The plan fits as it is: a change of what is trained (LoRA) is not advised for memory it does not need. */
   'plan_fits',

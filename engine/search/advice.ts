@@ -85,7 +85,11 @@ export function planVariants(plan: Plan, options: VariantOptions = {}): { varian
   if (/expandable_segments:\s*True/i.test(plan.allocator.conf)) skip('expandable_segments', 'already_set');
   else {
     const conf = plan.allocator.conf ? `${plan.allocator.conf},expandable_segments:True` : 'expandable_segments:True';
-    variants.push({ id: 'expandable_segments', params: { alloc_conf: conf }, plan: { ...plan, allocator: { conf } } });
+    const expandable: Plan = { ...plan, allocator: { conf } };
+    // an odd large_segment_size_mb: pages cuMemCreate refuses (Note [large_segment_size_mb])
+    const failure = pytorchFailure(expandable);
+    if (failure) skip('expandable_segments', 'fails_in_pytorch', failure);
+    else variants.push({ id: 'expandable_segments', params: { alloc_conf: conf }, plan: expandable });
   }
 
   if (t.attention === 'eager') variants.push({ id: 'sdpa', params: {}, plan: withTraining(plan, { attention: 'sdpa' }) });

@@ -172,9 +172,10 @@ export interface BertConfig {
   typeVocabSize: number;
   tieWordEmbeddings: boolean;
   /**
-   * The head `architectures` names: BertForMaskedLM (also for BertForPreTraining and BertModel configs, and
-   * without `architectures`), BertForSequenceClassification (`num_labels` outputs, trained as `problem` says), or
-   * BertForTokenClassification (`num_labels` classes for every token: one class id per token, CrossEntropyLoss).
+   * The head `architectures` names: BertForMaskedLM (also without `architectures`; BertForPreTraining and BertModel,
+   * which return no loss from input_ids and labels, are refused: `withoutLoss`), BertForSequenceClassification
+   * (`num_labels` outputs, trained as `problem` says), or BertForTokenClassification (`num_labels` classes for every
+   * token: one class id per token, CrossEntropyLoss).
    */
   head: { kind: 'masked_lm' } | (SequenceClassifierHead & { dropout: number }) | TokenClassifierHead;
   /**
@@ -271,16 +272,38 @@ function attentionShape(raw: Record<string, unknown>, hiddenDefault: number, hea
 /**
  * The heads memplan trains for a model type: causal LM for decoders, masked LM for the encoders, a sequence
  * classifier and (where transformers has one) a token classifier for either; `architectures`, when given, must name
- * one of them (its first class picks the head).
+ * one of them (its first class picks the head). `model` is the classes' prefix (`Bert`, `GPT2`, `Qwen3Moe`); the
+ * first of `accepted` is what a config without `architectures` trains.
  */
-function checkArchitectures(raw: Record<string, unknown>, accepted: readonly string[]): void {
+function checkArchitectures(raw: Record<string, unknown>, model: string, accepted: readonly string[]): void {
   const archs = read(raw, 'architectures');
   if (archs === undefined || archs === null) return;
   if (!Array.isArray(archs) || archs.some((a) => typeof a !== 'string')) throw new InputError(`${WHERE}.architectures`, 'must be a list of class names');
   const first = archs[0] as string | undefined;
-  if (first !== undefined && !accepted.includes(first)) {
-    throw new InputError(`${WHERE}.architectures`, `"${first}" is not simulated yet; memplan trains ${accepted.join(' or ')} for this model_type`);
+  if (first === undefined || accepted.includes(first)) return;
+  const lossless = withoutLoss(first, model, accepted[0]!);
+  throw new InputError(`${WHERE}.architectures`, lossless ?? `"${first}" is not simulated yet; memplan trains ${accepted.join(' or ')} for this model_type`);
+}
+
+/**
+ * Classes of a model type that return no loss from `model(input_ids=ids, labels=ids)` (transformers 5.x), so the
+ * Trainer cannot train them: its compute_loss raises "The model did not return a loss from the inputs, only the
+ * following keys: ...". The bare model, `<Model>Model` (BertModel, RobertaModel, LlamaModel, GPT2Model, ...), has
+ * no head: it returns hidden states (BaseModelOutputWithPoolingAndCrossAttentions, BaseModelOutputWithPast), no loss.
+ * BertForPreTraining (modeling_bert.py) sets `total_loss` only `if labels is not None and next_sentence_label is not
+ * None`, the masked-LM loss plus the next-sentence loss; with labels alone its `loss` is None. The encoders' were
+ * trained as their masked LM before, silently; each is now refused with what to plan instead (`instead`: the head a
+ * config without `architectures` trains).
+ */
+function withoutLoss(first: string, model: string, instead: string): string | null {
+  const pretraining = model === 'Bert' && first === 'BertForPreTraining';
+  const plan = `plan ${instead} instead${pretraining ? ' (the same encoder and masked-LM head, without the pooler and the next-sentence classifier)' : ''}: set architectures to ["${instead}"], or leave architectures out`;
+  const trainer = 'the Trainer raises "The model did not return a loss from the inputs"';
+  if (first === `${model}Model`) return `"${first}" is the bare model: it returns hidden states and no loss, and ${trainer}; ${plan}`;
+  if (pretraining) {
+    return `"${first}" returns no loss from input_ids and labels alone: it adds its next-sentence loss to the masked-LM loss only when next_sentence_label is given too (else its loss is None), and ${trainer}; ${plan}`;
   }
+  return null;
 }
 
 function firstArchitecture(raw: Record<string, unknown>): string | undefined {
@@ -372,7 +395,7 @@ function resolveEncoder(raw: Record<string, unknown>, modelType: BertConfig['mod
   const model = { bert: 'Bert', roberta: 'Roberta', 'xlm-roberta': 'XLMRoberta' }[modelType];
   const classifier = `${model}ForSequenceClassification`;
   const tokenClassifier = `${model}ForTokenClassification`;
-  checkArchitectures(raw, modelType === 'bert' ? ['BertForMaskedLM', 'BertForPreTraining', 'BertModel', classifier, tokenClassifier] : [`${model}ForMaskedLM`, `${model}Model`, classifier, tokenClassifier]);
+  checkArchitectures(raw, model, [`${model}ForMaskedLM`, classifier, tokenClassifier]);
   const architecture = firstArchitecture(raw);
   const hidden = int(raw, 'hidden_size', 768);
   const hiddenDropout = prob(raw, 'hidden_dropout_prob', 0.1);
@@ -434,7 +457,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
   problemType(raw);
   switch (modelType) {
     case 'gpt2': {
-      checkArchitectures(raw, ['GPT2LMHeadModel']);
+      checkArchitectures(raw, 'GPT2', ['GPT2LMHeadModel']);
       const hidden = int(raw, 'n_embd', 768);
       const heads = int(raw, 'n_head', 12);
       if (hidden % heads !== 0) throw new InputError(`${WHERE}.n_embd`, `must be divisible by n_head (${heads})`);
@@ -471,7 +494,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
       // sequence and token classifiers: GenericForSequenceClassification and GenericForTokenClassification, the same
       // code for every decoder
       const classifier = `${model}ForSequenceClassification`;
-      checkArchitectures(raw, decoderArchitectures(modelType, model));
+      checkArchitectures(raw, model, decoderArchitectures(modelType, model));
       const { hidden, heads, kvHeads, headDim } = attentionShape(raw, defaults.hidden, defaults.heads, defaults.kv, defaults.headDim);
       const usesWindow = modelType === 'mistral' || modelType === 'phi3' || ((modelType === 'qwen2' || modelType === 'qwen3') && bool(raw, 'use_sliding_window', false));
       const windowDefault = modelType === 'phi3' ? null : 4096;
@@ -550,7 +573,7 @@ function resolveGemma(raw: Record<string, unknown>, modelType: 'gemma2' | 'gemma
   const classifier = g3 ? 'Gemma3TextForSequenceClassification' : 'Gemma2ForSequenceClassification';
   const model = g3 ? 'Gemma3Text' : 'Gemma2';
   const tokenClassifier = tokenClassifierOf(modelType, model);
-  checkArchitectures(raw, decoderArchitectures(modelType, model, g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM'));
+  checkArchitectures(raw, model, decoderArchitectures(modelType, model, g3 ? 'Gemma3ForCausalLM' : 'Gemma2ForCausalLM'));
   if (g3 && bool(raw, 'use_bidirectional_attention', false)) {
     throw new InputError(`${WHERE}.use_bidirectional_attention`, 'bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model');
   }
@@ -625,7 +648,7 @@ function llamaFamilyFields(raw: Record<string, unknown>, headDim: number) {
  * a layer, which its in-place mul would save).
  */
 function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, decoderArchitectures('mixtral', 'Mixtral'));
+  checkArchitectures(raw, 'Mixtral', decoderArchitectures('mixtral', 'Mixtral'));
   checkMoeTraining(raw, 'MixtralForCausalLM');
   const jitter = read(raw, 'router_jitter_noise');
   if (jitter !== undefined && jitter !== null && jitter !== 0) {
@@ -670,7 +693,7 @@ function resolveMixtral(raw: Record<string, unknown>): LlamaConfig {
  * model has none).
  */
 function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, decoderArchitectures('smollm3', 'SmolLM3'));
+  checkArchitectures(raw, 'SmolLM3', decoderArchitectures('smollm3', 'SmolLM3'));
   // num_key_value_heads: 4 by default, the attention heads when the config gives null (`__post_init__`)
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 16, read(raw, 'num_key_value_heads') === null ? null : 4, null);
   const layers = int(raw, 'num_hidden_layers', 36);
@@ -721,7 +744,7 @@ function resolveSmolLM3(raw: Record<string, unknown>): LlamaConfig {
  * with OLMo 2's layer and rotary embedding (LlamaConfig.normAfter).
  */
 function resolveOlmo2(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, decoderArchitectures('olmo2', 'Olmo2'));
+  checkArchitectures(raw, 'Olmo2', decoderArchitectures('olmo2', 'Olmo2'));
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 4096, 32, null, null);
   return {
     ...llamaFamilyFields(raw, headDim),
@@ -774,7 +797,7 @@ function checkMoeTraining(raw: Record<string, unknown>, model: string): void {
  * false, 128 experts, 8 a token); the published models set norm_topk_prob true.
  */
 function resolveQwen3Moe(raw: Record<string, unknown>): LlamaConfig {
-  checkArchitectures(raw, decoderArchitectures('qwen3_moe', 'Qwen3Moe'));
+  checkArchitectures(raw, 'Qwen3Moe', decoderArchitectures('qwen3_moe', 'Qwen3Moe'));
   checkMoeTraining(raw, 'Qwen3MoeForCausalLM');
   const { hidden, heads, kvHeads, headDim } = attentionShape(raw, 2048, 32, 4, null);
   // attribute_map: `num_experts` is stored as `num_local_experts`; a config.json may give either

@@ -53,6 +53,9 @@ const amount = (n: string) => n.replace(/^more than /, '超过 ');
 /** Layers of a layer list, or blocks of a config.json. */
 const layersWord = (what: string) => (what === 'layers' ? '层' : '个块');
 
+/** The piece of a transformer block a limit's message names (engine/plan/limits.ts BlockPiece). */
+const BLOCK_PIECES: Record<string, string> = { attention: '注意力', MLP: ' MLP ', experts: '专家' };
+
 /** How a bound reads: `必须${BOUND[op]} n`. */
 const NUMBER_BOUND: Record<string, string> = { '<=': '小于或等于', '<': '小于', '>=': '大于或等于', '>': '大于' };
 const COUNT_BOUND: Record<string, string> = { '<=': '不超过', '<': '少于', '>=': '至少有', '>': '多于' };
@@ -128,6 +131,11 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [exactly('bidirectional Gemma 3 (EmbeddingGemma) is not simulated: memplan trains the causal language model'), () => '暂不支持模拟双向注意力的 Gemma 3（EmbeddingGemma）：memplan 训练的是因果语言模型'],
   [/^must be a list of class names$/, () => '必须是类名的列表'],
   [/^(".*") is not simulated yet; memplan trains (.+) for this model_type$/, (name, classes) => `暂不支持模拟 ${name}；对于此 model_type，memplan 训练的是 ${orNames(classes)}`],
+  [/^(".*") is the bare model: it returns hidden states and no loss, and the Trainer raises ("[^"]*"); plan (\S+) instead: set architectures to (\[".*"\]), or leave architectures out$/,
+    (name, error, instead, list) => `${name} 是不带任何头的裸模型：它只返回隐藏状态，不返回损失，Trainer 会报错 ${error}；请改为规划 ${instead}：把 architectures 设为 ${list}，或不写 architectures`],
+  [/^(".*") returns no loss from input_ids and labels alone: it adds its next-sentence loss to the masked-LM loss only when next_sentence_label is given too \(else its loss is None\), and the Trainer raises ("[^"]*"); plan (\S+) instead \(the same encoder and masked-LM head, without the pooler and the next-sentence classifier\): set architectures to (\[".*"\]), or leave architectures out$/,
+    (name, error, instead, list) =>
+      `只给 input_ids 和 labels 时 ${name} 不返回损失：只有同时给出 next_sentence_label，它才把下一句预测损失加到掩码语言模型损失上（否则 loss 为 None），Trainer 会报错 ${error}；请改为规划 ${instead}（同样的编码器和掩码语言模型头，只是没有 pooler 和下一句预测分类器）：把 architectures 设为 ${list}，或不写 architectures`],
   [/^must be one of (.+) \(or null\), got (.+)$/, (names, value) => `必须是以下之一：${names}（或 null），实际为 ${given(value)}`],
   [/^a regression head \(MSELoss\) on a (\w+) model fails in PyTorch: mse_loss's backward meets the float32 labels and throws ("[^"]*"); train in (\w+) or fp32, or cast the labels to (\w+) in your own loop$/,
     (dtype, error, amp, cast) => `${dtype} 模型上的回归头（MSELoss）在 PyTorch 中会报错：mse_loss 的反向传播遇到 float32 标签，报错 ${error}；请改用 ${amp} 或 fp32 训练，或在自己的训练循环里把标签转成 ${cast}`],
@@ -177,6 +185,9 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
     (n, what, events, limit) => `${tooLarge}${amount(n)} ${layersWord(what)}的一个微步约产生 ${amount(events)} 次分配器事件；上限为 ${limit}（它的自动求导计算图要保存在内存中）`],
   [new RegExp(`^${TOO_LARGE}(.+) parameters; the limit is ([\\d,]+) \\(10\\^13\\), where every byte count stays exact$`),
     (n, limit) => `${tooLarge}${amount(n)} 个参数；上限为 ${limit}（10^13），在此范围内所有字节数都保持精确`],
+  [new RegExp(`^${TOO_LARGE}(\\S+) (.+?) makes one block alone hold (.+?) parameters \\((.+?) of them in its (attention|MLP|experts)\\); the limit is ([\\d,]+) \\(10\\^13\\) for the whole model, where every byte count stays exact$`),
+    (field, value, block, piece, where, limit) =>
+      `${tooLarge}${field} 为 ${amount(value)}，仅一个块就有 ${amount(block)} 个参数（其中 ${amount(piece)} 个在它的${BLOCK_PIECES[where] ?? where}中）；整个模型的上限为 ${limit}（10^13），在此范围内所有字节数都保持精确`],
   [new RegExp(`^${TOO_LARGE}(.+) parameter and buffer tensors; the limit is ([\\d,]+)$`), (n, limit) => `${tooLarge}${amount(n)} 个参数和缓冲区张量；上限为 ${limit}`],
   [new RegExp(`^${TOO_LARGE}(\\d+) steps x (.+) micro-steps? x about (.+) allocator events each = about (.+) events; the limit is ([\\d,]+) \\(about (\\d+) s\\)(${PEAK_AFTER_TWO})?$`),
     (steps, micro, each, total, limit, seconds, peak) =>
@@ -230,7 +241,10 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^sizes must increase$/, () => '各个大小必须递增'],
   [new RegExp(`^must be at least (\\S+) \\(MB\\)${GOT}`), (n, g) => `必须至少为 ${n}（MB）${got(g)}`],
   [new RegExp(`^must be between (\\S+) and (\\S+) \\(exclusive\\)${GOT}`), (a, b, g) => `必须在 ${a} 和 ${b} 之间（不含两端）${got(g)}`],
-  [new RegExp(`^must be an even number of MB${GOT}`), (g) => `必须是偶数个 MB${got(g)}`],
+  [new RegExp(`^must be at least (\\S+) \\(MB\\) when large_segment_size_mb is (\\S+?)${GOT}`), (n, m, g) => `large_segment_size_mb 为 ${m} 时必须至少为 ${n}（MB）${got(g)}`],
+  [new RegExp(`^must be more than (\\S+) \\(MB\\)${GOT}`), (n, g) => `必须大于 ${n}（MB）${got(g)}`],
+  [/^large_segment_size_mb (\d+) with expandable_segments:True fails in PyTorch: the large pool maps pages of (\d+) MiB, and cuMemCreate takes only multiples of the GPU's 2 MiB page, so the first request above 1 MiB raises a CUDA driver error; give an even large_segment_size_mb, or leave expandable segments off$/,
+    (n, m) => `large_segment_size_mb ${n} 与 expandable_segments:True 一起使用时 PyTorch 会报错：大块池按 ${m} MiB 的页映射显存，而 cuMemCreate 只接受 GPU 2 MiB 页的整数倍，因此第一个大于 1 MiB 的申请会引发 CUDA 驱动错误；请把 large_segment_size_mb 设为偶数，或不启用可扩展段`],
 ];
 
 export function localizeIssue(message: string, m: Messages, locale: Locale): string {

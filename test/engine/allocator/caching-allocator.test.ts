@@ -189,6 +189,38 @@ describe('expandable segments', () => {
   });
 });
 
+describe('large_segment_size_mb (Note [large_segment_size_mb])', () => {
+  it('an odd size is the segment of 1-10 MiB requests, as get_allocation_size returns large_segment_size()', () => {
+    const { allocator, segmentEvents } = make('large_segment_size_mb:11');
+    expect(allocator.getAllocationSize(MiB + 512)).toBe(11 * MiB);
+    expect(allocator.getAllocationSize(10 * MiB)).toBe(10 * MiB); // from 10 MiB: rounded to 2 MiB, as before
+    allocator.malloc(4 * MiB);
+    allocator.malloc(4 * MiB); // split off the first segment's remaining 7 MiB
+    allocator.malloc(4 * MiB); // 3 MiB left there: a second segment
+    expect(segmentEvents()).toEqual([`segment_alloc:${11 * MiB}`, `segment_alloc:${11 * MiB}`]);
+    expect(allocator.reservedBytes).toBe(22 * MiB);
+  });
+
+  it('sets the default max_non_split_rounding_mb: an oversize block serves a request within 11 MiB, not 20', () => {
+    // max_split_size_mb 12 is allowed with an 11 MiB large segment (and refused without it)
+    const eleven = make('large_segment_size_mb:11,max_split_size_mb:12');
+    eleven.allocator.free(eleven.allocator.malloc(46 * MiB));
+    eleven.allocator.malloc(30 * MiB); // the cached 46 MiB block is 16 MiB too large: a new segment
+    expect(eleven.segmentEvents()).toEqual([`segment_alloc:${46 * MiB}`, `segment_alloc:${30 * MiB}`]);
+    const twenty = make('max_split_size_mb:20');
+    twenty.allocator.free(twenty.allocator.malloc(46 * MiB));
+    twenty.allocator.malloc(30 * MiB); // within 20 MiB: the cached block serves it
+    expect(twenty.segmentEvents()).toEqual([`segment_alloc:${46 * MiB}`]);
+  });
+
+  it('is the page of the large pool with expandable segments', () => {
+    const { allocator, segmentEvents } = make('expandable_segments:True,large_segment_size_mb:12');
+    allocator.malloc(4 * MiB);
+    allocator.malloc(30 * MiB);
+    expect(segmentEvents()).toEqual([`segment_map:${12 * MiB}`, `segment_map:${24 * MiB}`]);
+  });
+});
+
 describe('formatting', () => {
   it('formats sizes as c10 format_size', () => {
     expect(formatSize(1024)).toBe('1024 bytes');

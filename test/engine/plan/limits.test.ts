@@ -124,13 +124,55 @@ describe('the cases of issue 12, refused at once at their field', () => {
     const huge = read(plan({ hf_config: config })).issues;
     expect(Object.keys(huge)).toEqual(['model.hf_config.vocab_size']);
     expect(huge['model.hf_config.vocab_size']).toMatch(/^too large to simulate: more than 10\^15 parameters/);
-    const wide = read(plan({ hf_config: { ...config, vocab_size: 32000, hidden_size: 2 ** 20, intermediate_size: 2 ** 22, num_attention_heads: 8192 } })).issues;
-    // one block alone holds 1.8 x 10^13 parameters: the width is the cause, not the two layers
+    const wide = read(plan({ hf_config: { ...config, vocab_size: 32000, hidden_size: 2 ** 21, intermediate_size: 2 ** 21, num_attention_heads: 16384 } })).issues;
+    // one block alone holds 3.1 x 10^13 parameters, most in its attention: the width is the cause, not the two layers
     expect(Object.keys(wide)).toEqual(['model.hf_config.hidden_size']);
     // 200 blocks of 7 x 10^10 each: the number of layers
     const deep = read(plan({ hf_config: { ...config, vocab_size: 32000, hidden_size: 2 ** 16, intermediate_size: 2 ** 18, num_attention_heads: 512, num_hidden_layers: 200 } })).issues;
     expect(Object.keys(deep)).toEqual(['model.hf_config.num_hidden_layers']);
     expect(deep['model.hf_config.num_hidden_layers']).toMatch(/^too large to simulate: [\d,]+ parameters; the limit is 10,000,000,000,000/);
+  });
+
+  describe('one block alone past the parameter limit is named at the field whose piece of the block holds most of it', () => {
+    const llama = { model_type: 'llama', hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 2, num_attention_heads: 32, vocab_size: 32000 };
+    const mixtral = { model_type: 'mixtral', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, num_local_experts: 8 };
+    const qwen3Moe = { model_type: 'qwen3_moe', hidden_size: 2048, intermediate_size: 6144, moe_intermediate_size: 768, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000, num_experts: 128, num_experts_per_tok: 8 };
+    /** The config's one issue: its field and message. */
+    const only = (config: Record<string, unknown>) => {
+      const { issues } = read(plan({ hf_config: config }));
+      expect(Object.keys(issues)).toHaveLength(1);
+      return Object.entries(issues)[0]!;
+    };
+
+    it('an intermediate_size too large (a typo of 1.1 x 10^9), not the hidden_size of 4,096', () => {
+      // the MLP, 3 x 4,096 x 1,100,800,000 = 1.35 x 10^13 parameters, is nearly the whole block
+      expect(only({ ...llama, intermediate_size: 1_100_800_000 })).toEqual([
+        'model.hf_config.intermediate_size',
+        'too large to simulate: intermediate_size 1,100,800,000 makes one block alone hold 13,526,697,517,056 parameters (13,526,630,400,000 of them in its MLP); the limit is 10,000,000,000,000 (10^13) for the whole model, where every byte count stays exact',
+      ]);
+      // BERT's MLP (intermediate.dense, output.dense) and GPT-2's (n_inner, when the config sets it)
+      expect(only({ model_type: 'bert', num_hidden_layers: 2, intermediate_size: 7e9 })[0]).toBe('model.hf_config.intermediate_size');
+      expect(only({ model_type: 'gpt2', n_embd: 1024, n_head: 16, n_layer: 2, n_inner: 5e9 })[0]).toBe('model.hf_config.n_inner');
+    });
+
+    it("a hidden_size too large where attention holds most of the block, or GPT-2's n_embd where n_inner is its default 4 x n_embd", () => {
+      const [field, message] = only({ ...llama, hidden_size: 4_096_000 });
+      expect(field).toBe('model.hf_config.hidden_size');
+      expect(message).toMatch(/^too large to simulate: hidden_size 4,096,000 makes one block alone hold 67,244,138,496,000 parameters \(67,108,868,096,000 of them in its attention\)/);
+      const [gpt2Field, gpt2Message] = only({ model_type: 'gpt2', n_embd: 2 ** 21, n_head: 16384, n_layer: 2 });
+      expect(gpt2Field).toBe('model.hf_config.n_embd');
+      expect(gpt2Message).toMatch(/^too large to simulate: n_embd 2,097,152 makes one block alone hold [\d,]+ parameters \([\d,]+ of them in its MLP\)/);
+    });
+
+    it('the number of experts (Mixtral num_local_experts, Qwen3-MoE num_experts), or the width of each where that is the larger factor', () => {
+      const [experts, message] = only({ ...mixtral, num_local_experts: 100_000 });
+      expect(experts).toBe('model.hf_config.num_local_experts');
+      expect(message).toMatch(/^too large to simulate: num_local_experts 100,000 makes one block alone hold 17,616,528,351,232 parameters \(17,616,486,400,000 of them in its experts\)/);
+      // Mixtral's experts are intermediate_size wide
+      expect(only({ ...mixtral, intermediate_size: 200_000_000 })[0]).toBe('model.hf_config.intermediate_size');
+      expect(only({ ...qwen3Moe, num_experts: 3_000_000 })[0]).toBe('model.hf_config.num_experts');
+      expect(only({ ...qwen3Moe, moe_intermediate_size: 1e9 })[0]).toBe('model.hf_config.moe_intermediate_size');
+    });
   });
 });
 

@@ -36,6 +36,17 @@ describe('advice', () => {
     expect(plan.training.batch_size).toBe(8192); // the plan itself is untouched
   });
 
+  it('does not offer expandable segments to a plan whose odd large_segment_size_mb makes PyTorch fail with them', () => {
+    const odd = parsePlan({ ...plan, allocator: { conf: 'large_segment_size_mb:11' } });
+    const { variants, not_applicable } = planVariants(odd);
+    expect(variants.map((v) => v.id)).not.toContain('expandable_segments');
+    const skipped = not_applicable.find((n) => n.id === 'expandable_segments')!;
+    expect(skipped.reason_id).toBe('fails_in_pytorch');
+    expect(skipped.message).toMatch(/^large_segment_size_mb 11 with expandable_segments:True fails in PyTorch/);
+    const even = planVariants(parsePlan({ ...plan, allocator: { conf: 'large_segment_size_mb:12' } })).variants.find((v) => v.id === 'expandable_segments')!;
+    expect(even.plan.allocator.conf).toBe('large_segment_size_mb:12,expandable_segments:True');
+  });
+
   it('reports each variant as its own simulation and ranks them by memory saved', () => {
     const result = advise(plan, { device });
     expect(adviceResultSchema.parse(result)).toEqual(result);
