@@ -49,8 +49,8 @@ export abstract class Node {
   epoch = 0;
   /** The edge into output 0 (most nodes have one output), made on first use. */
   private firstEdge: Edge | null = null;
-  /** The block whose forward recorded this node (`Autograd.block`; 0: none): Note [Reused blocks]. */
-  block = 0;
+  /** The recorded block whose forward made this node (`Autograd.blockTag`; 0: none): Note [Reused blocks]. */
+  blockTag = 0;
 
   constructor(seq: number, next: readonly (Edge | null)[], numOutputs: number) {
     this.seq = seq;
@@ -189,7 +189,8 @@ class AccumulateGrad extends Node {
   apply([grad]: (Tensor | null)[]): (Tensor | null)[] {
     // The engine drops `grad` (its InputBuffer slot) after this returns.
     if (!grad) return [];
-    const { leaf: param, device } = this;
+    const param = this.leaf;
+    const device = this.device;
     if (param.grad === null) {
       // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
       if (device.useCount(grad) <= 1) {
@@ -296,8 +297,8 @@ export class Autograd {
    */
   reentrantBlocksWithoutGrad = 0;
   readonly device: CudaDevice;
-  /** The block whose forward runs now (Note [Reused blocks], models/block-reuse.ts; 0: none): its nodes carry it. */
-  block = 0;
+  /** The recorded block whose forward runs now (Note [Reused blocks], models/block-reuse.ts; 0: none): its nodes carry it. */
+  blockTag = 0;
   /** Hears each node the engine is about to apply, and the end of each outermost backward (Note [Reused blocks]). */
   listener: { applying(node: Node, inputs: (Tensor | null)[], depth: number): void; finished(): void } | null = null;
   /** Backward passes running now (a reentrant checkpoint's runs inside its node's). */
@@ -387,7 +388,7 @@ export class Autograd {
     } else {
       node = new FunctionNode(name, seq, next, outputs.length, apply, saved, device);
     }
-    node.block = this.block;
+    node.blockTag = this.blockTag;
     for (let i = 0; i < outputs.length; i++) {
       const t = outputs[i]!;
       t.gradFn = node;
@@ -495,7 +496,7 @@ export class Autograd {
       return out;
     }
     const node = new ViewBackward(name, this.sequenceNr++, [this.edge(t)], t.shape, this.device);
-    node.block = this.block;
+    node.blockTag = this.blockTag;
     out.gradFn = node;
     out.outputSlot = 0;
     return out;
@@ -535,56 +536,60 @@ export class Autograd {
 
     const previousThread = device.thread;
     device.thread = 'autograd';
-    const previousBlock = this.block;
+    const previousTag = this.blockTag;
     this.backwardDepth++;
-    while (ready.size) {
-      const node = ready.pop()!;
-      const inputs = node.buffer ?? inputBuffer(node.numOutputs);
-      node.buffer = null;
-      this.listener?.applying(node, inputs, this.backwardDepth);
-      // nodes a node's backward records (a reentrant checkpoint's recomputation) belong to its block
-      this.block = node.block;
-      const outputs = node.apply(inputs);
-      // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
-      // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
-      for (let i = 0; i < outputs.length; i++) {
-        const g = outputs[i];
-        const e = node.next[i];
-        if (!g || !e) continue;
-        // (most gradients are made with their input's own shape array: no need to count its elements)
-        if (g.shape !== e.shape && numel(g.shape) !== numel(e.shape)) {
-          const reduced = device.sumTo(g, e.shape, `sum_to in ${node.name}`);
-          device.release(g);
-          outputs[i] = reduced;
+    try {
+      while (ready.size) {
+        const node = ready.pop()!;
+        const inputs = node.buffer ?? inputBuffer(node.numOutputs);
+        node.buffer = null;
+        this.listener?.applying(node, inputs, this.backwardDepth);
+        // nodes a node's backward records (a reentrant checkpoint's recomputation) belong to its block
+        this.blockTag = node.blockTag;
+        const outputs = node.apply(inputs);
+        // validate_outputs: a gradient of another shape than its input (a broadcast bias) is summed to it, then
+        // one of another dtype (an input of a mixed-dtype op) is converted to the input's dtype.
+        for (let i = 0; i < outputs.length; i++) {
+          const g = outputs[i];
+          const e = node.next[i];
+          if (!g || !e) continue;
+          // (most gradients are made with their input's own shape array: no need to count its elements)
+          if (g.shape !== e.shape && numel(g.shape) !== numel(e.shape)) {
+            const reduced = device.sumTo(g, e.shape, `sum_to in ${node.name}`);
+            device.release(g);
+            outputs[i] = reduced;
+          }
+          const dtype = e.dtype;
+          const h = outputs[i]!;
+          if (h.dtype !== dtype) {
+            const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
+            device.release(h);
+            outputs[i] = converted;
+          }
         }
-        const dtype = e.dtype;
-        const h = outputs[i]!;
-        if (h.dtype !== dtype) {
-          const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
-          device.release(h);
-          outputs[i] = converted;
+        for (let i = 0; i < inputs.length; i++) device.release(inputs[i]); // the InputBuffer dies when call_function returns
+        if (!retainGraph) node.releaseVariables();
+        for (let i = 0; i < outputs.length; i++) {
+          const g = outputs[i] ?? null;
+          const e = node.next[i];
+          if (!e) {
+            device.release(g);
+            continue;
+          }
+          const next = e.node;
+          if (g) {
+            if (!next.buffer) next.buffer = inputBuffer(next.numOutputs);
+            next.buffer[e.slot] = this.accumulate(next.buffer[e.slot] ?? null, g);
+          }
+          if (--next.deps === 0) ready.push(next);
         }
       }
-      for (let i = 0; i < inputs.length; i++) device.release(inputs[i]); // the InputBuffer dies when call_function returns
-      if (!retainGraph) node.releaseVariables();
-      for (let i = 0; i < outputs.length; i++) {
-        const g = outputs[i] ?? null;
-        const e = node.next[i];
-        if (!e) {
-          device.release(g);
-          continue;
-        }
-        const next = e.node;
-        if (g) {
-          if (!next.buffer) next.buffer = inputBuffer(next.numOutputs);
-          next.buffer[e.slot] = this.accumulate(next.buffer[e.slot] ?? null, g);
-        }
-        if (--next.deps === 0) ready.push(next);
-      }
+    } finally {
+      this.blockTag = previousTag;
+      device.thread = previousThread;
+      this.backwardDepth--;
     }
-    this.block = previousBlock;
-    device.thread = previousThread;
-    if (--this.backwardDepth === 0) this.listener?.finished();
+    if (this.backwardDepth === 0) this.listener?.finished();
   }
 
   /**

@@ -5,226 +5,42 @@
  * forward sends the allocator the same requests in the same order, and so does each block's backward; only the
  * storages differ. In the first step of a simulation the model's code runs for every block, and that code (shapes,
  * tensors, autograd nodes, reference counts) costs several times what the allocator does: about 40% of a search on
- * Llama 2 70B (issue #15). So in a run of `count` blocks of one kind (`BlockReuse`), blocks 0, 1, count - 2 and
- * count - 1 run their code, and the others replay recordings of it:
+ * Llama 2 70B (issue #15). So in a run of `count` blocks of one kind (`BlockReuse`: GPT-2's blocks, BERT's, the Llama
+ * family's decoder layers), blocks 0, 1, count - 2 and count - 1 run their code, and the others replay recordings:
  * - a block's forward replays the recording of block 1's forward: its allocations and frees in order, the
  *   block's output a new tensor over the storage block 1's output had, and one node (`ReplayedBlock`) as the
  *   output's grad_fn, which keeps the block's input and the tensors its call was passed (`closure`) for as long
- *   as the block's code kept them;
+ *   as the block's code kept them, and the storages the forward left that the block's code holds; what holders
+ *   outside the block keep (the autocast cache's casts of its weights, a DynamicCache's keys and values:
+ *   `BlockReuse.kept`) they are given, as tensors of their own;
  * - that node's backward replays the recording of block count - 2's backward (the first backward of a block
- *   whose forward ran between replayed ones): its requests, the saved storages its forward left (by their index
- *   in the forward), where it let go of the block's input, the closure and the incoming gradient (the last
- *   reference its code held: the allocator frees the storage there when nobody else holds it), the gradients it
- *   gave the block's parameters, and the gradient it passed on (a new storage or the incoming one).
- * Blocks 0 and count - 1 are not recorded: the first block is where first uses happen (the thread's cuBLAS
- * workspace at the first GEMM) and the last backward is the first (the backward thread's). Block count - 2's
- * forward must be block 1's again and block 1's backward block count - 2's again, request for request: else the
- * plan is simulated again without reuse (`BlocksNotReusable`), as it is when a recording finds something the
- * replay could not reproduce: a storage of the block kept by something outside it (an autocast cast cache, a
- * DynamicCache), a gradient flowing out of the block elsewhere than to its input, a node of another block run in
- * the middle of its backward, a tensor renamed twice.
+ *   whose forward ran between replayed ones): its requests, the storages its forward left (by their index in the
+ *   forward), where it let go of the block's input, the closure and the incoming gradient (the last reference its
+ *   code held: the allocator frees the storage there when nobody else holds it), the gradients it gave the block's
+ *   parameters, and the gradient it passed on (a new storage or the incoming one).
+ * The storages get their labels with the block's module path made the replayed block's (`relabel`), where the
+ * labels are read (peak details). Blocks 0 and count - 1 are not recorded: the first block is where first uses
+ * happen (the thread's cuBLAS workspace at the first GEMM) and the last block's backward is the first (the backward
+ * thread's). Block count - 2's forward must be block 1's again and block 1's backward block count - 2's again,
+ * request for request, label for label (relabelled): else the plan is simulated again without reuse
+ * (`BlocksNotReusable`), as it is when a recording finds something the replay could not reproduce: a storage of
+ * the block kept by a holder outside it the model does not name, a gradient flowing out of the block elsewhere
+ * than to its input, a node of another block run in the middle of its backward, a tensor renamed twice.
  *
- * What a replay does not make are the storages' own labels (block 1's and block count - 2's are reused) and the
- * tensors' objects: runs whose peak contents are read run every block's code (simulate's `reuseBlocks`, on for a
- * search's trials). An out-of-memory error in a replayed block stands for the full block's where no frame that
- * frees memory on unwinding was open in the recording; where one was, the plan is simulated again without reuse,
- * as for replayed steps (Note [Replayed steps]). test/engine/models/block-reuse.test.ts compares simulations with
- * and without reuse, every field a trial reads, on the calibration and boundary-suite plans.
+ * An out-of-memory error in a replayed block stands for the full block's where no frame that frees memory on
+ * unwinding was open in the recording; where one was, the plan is simulated again without reuse, as for replayed
+ * steps (Note [Replayed steps]). A simulation under a trace (`onTrace`) runs every block's code.
+ * test/engine/models/block-reuse.test.ts compares simulations with and without reuse, every field, with peak
+ * details and without, on the calibration and boundary-suite plans and under caps that run out inside replayed
+ * blocks.
  */
 import { Node, type Edge, type Parameter } from '../autograd/engine.ts';
-import { OutOfMemoryError } from '../allocator/caching-allocator.ts';
 import type { Runtime } from '../ops/runtime.ts';
-import type { CudaDevice, StorageObserver } from '../tensor/cuda.ts';
-import type { DType } from '../tensor/dtype.ts';
+import type { StorageObserver } from '../tensor/cuda.ts';
 import { Tensor, TensorImpl, type MemoryCategory, type Storage } from '../tensor/tensor.ts';
+import { BlockRecorder, BlocksNotReusable, blockReuseCounts, equalArrays, kFree, namesFor, recordingOf, relabel, replayOps, sameEntries, sameNames, sameRecording, type BackwardRecording, type ForwardRecording, type OutsideEntry } from './block-recording.ts';
 
-/** A recording could not be replayed exactly: simulate the plan again without reusing blocks. */
-export class BlocksNotReusable extends Error {
-  constructor(why: string) {
-    super(`blocks not reused: ${why}`);
-    this.name = 'BlocksNotReusable';
-    blockReuseCounts.notReusable++;
-    blockReuseCounts.lastReason = why;
-  }
-}
-
-/** Blocks replayed and passes given up in this process, and the last reason why (what the tests and the bench read). */
-export const blockReuseCounts = { replayedForwards: 0, replayedBackwards: 0, notReusable: 0, lastReason: '' };
-
-/** Ops of a recording, 4 codes per index: allocate storage k, free it, rename it, let go of external j. */
-const kAlloc = 0;
-const kFree = 1;
-const kRename = 2;
-const kDrop = 3;
-
-/** What a block does with the allocator in its forward or its backward, and with what it was given. */
-interface Recording {
-  /** `4k + kAlloc | kFree | kRename`, `4j + kDrop`. */
-  readonly ops: number[];
-  /** The storages the recording allocated, in order: sizes, labels, the allocator's labels, categories. */
-  readonly sizes: number[];
-  readonly labels: string[];
-  readonly allocatorLabels: string[];
-  readonly categories: MemoryCategory[];
-  /** (op index, frames that free memory on unwinding open inside the block) where the count changed. */
-  readonly unwinding: number[];
-}
-
-interface ForwardRecording extends Recording {
-  /** Per external (the block's input, then its closure): whether the block still held it after its forward. */
-  readonly holds: boolean[];
-  /** The output's storage (an index of the recording) and its shape and dtype. */
-  readonly output: number;
-  readonly outputShape: readonly number[];
-  readonly outputDType: DType;
-}
-
-interface BackwardRecording extends Recording {
-  /** Storages of the block's forward: indices below this are the forward's, the others the backward's own. */
-  readonly forwardCount: number;
-  /** Final labels and categories of renamed storages (index -> [label, category]). */
-  readonly renamed: Map<number, [string, MemoryCategory]>;
-  /** Gradients given to the block's parameters: (parameter index, storage index, view depth), in threes. */
-  readonly grads: number[];
-  /** The gradient passed on: a storage index, or -1 for the incoming gradient itself. */
-  readonly output: number;
-}
-
-function sameRecording(a: Recording, b: Recording): boolean {
-  return equalArrays(a.ops, b.ops) && equalArrays(a.sizes, b.sizes) && equalArrays(a.categories, b.categories) && equalArrays(a.unwinding, b.unwinding);
-}
-
-function equalArrays<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/**
- * Hears a block's requests while its code runs (passing them on to the observer that was listening), as a
- * Recording. `forward` (for a backward): the block's forward recording and the serial of its first storage.
- */
-class BlockRecorder implements StorageObserver {
-  readonly ops: number[] = [];
-  readonly sizes: number[] = [];
-  readonly labels: string[] = [];
-  readonly allocatorLabels: string[] = [];
-  readonly categories: MemoryCategory[] = [];
-  readonly unwinding: number[] = [];
-  readonly renamedAt = new Set<number>();
-  private readonly storages: Storage[] = [];
-  private readonly firstSerial: number;
-  private readonly outerFrames: number;
-  private frames = 0;
-  /** Why the recording cannot be replayed (null: it can). */
-  failure: string | null = null;
-  /** Externals whose last reference held by the block goes when their reference count reaches the threshold. */
-  private readonly watched: { tensor: Tensor; threshold: number; dropped: boolean }[];
-
-  private readonly cuda: CudaDevice;
-  private readonly inner: StorageObserver | null;
-  /** The block's input, the tensors its call was passed, and in a backward the incoming gradient. */
-  readonly externals: readonly Tensor[];
-  private readonly forward: { storages: readonly Storage[]; firstSerial: number } | null;
-
-  /**
-   * `watch` (a backward): per external, the reference count at which the block has let go of it (-1: it held
-   * none); `forward`: the block's forward's storages and the serial of its first.
-   */
-  constructor(cuda: CudaDevice, inner: StorageObserver | null, externals: readonly Tensor[], watch: readonly number[] | null, forward: { storages: readonly Storage[]; firstSerial: number } | null) {
-    this.cuda = cuda;
-    this.inner = inner;
-    this.externals = externals;
-    this.forward = forward;
-    this.firstSerial = cuda.storageSerials;
-    this.outerFrames = cuda.unwindingFrames;
-    this.watching = watch !== null;
-    this.watched = externals.map((tensor, j) => ({ tensor, threshold: watch ? watch[j]! : -1, dropped: !watch || watch[j]! < 0 }));
-  }
-
-  /** A backward: the externals are watched for the block letting go of them. */
-  private readonly watching: boolean;
-
-  get forwardCount(): number {
-    return this.forward?.storages.length ?? 0;
-  }
-
-  /** The storage's index in this recording (forward storages first), or -1. */
-  indexOf(s: Storage): number {
-    const own = s.serial - this.firstSerial;
-    if (own >= 0 && own < this.storages.length && this.storages[own] === s) return this.forwardCount + own;
-    const f = this.forward;
-    if (f) {
-      const k = s.serial - f.firstSerial;
-      if (k >= 0 && k < f.storages.length && f.storages[k] === s) return k;
-    }
-    return -1;
-  }
-
-  get ownStorages(): readonly Storage[] {
-    return this.storages;
-  }
-
-  get firstOwnSerial(): number {
-    return this.firstSerial;
-  }
-
-  /** Before each request: the frames open and the externals let go of since the last one. */
-  private before(): void {
-    const frames = this.cuda.unwindingFrames - this.outerFrames;
-    if (frames !== this.frames) {
-      this.frames = frames;
-      this.unwinding.push(this.ops.length, frames);
-    }
-    this.checkDrops();
-  }
-
-  /**
-   * Externals whose references held by the block are gone. `done`: the recording ends, and each must be gone but
-   * `passedOn` (the incoming gradient, passed on as the block's).
-   */
-  checkDrops(done = false, passedOn = -1): void {
-    for (let j = 0; j < this.watched.length; j++) {
-      const w = this.watched[j]!;
-      if (w.dropped) continue;
-      if (w.tensor.impl.refs <= w.threshold) {
-        w.dropped = true;
-        this.ops.push(4 * j + kDrop);
-      } else if (done && j !== passedOn) this.failure ??= `the block keeps external ${j} past its backward`;
-    }
-  }
-
-  allocated(storage: Storage, allocatorLabel: string): void {
-    this.inner?.allocated(storage, allocatorLabel);
-    this.before();
-    const k = this.storages.length;
-    if (storage.serial !== this.firstSerial + k) this.failure ??= 'storage serials out of order';
-    this.storages.push(storage);
-    this.sizes.push(storage.nbytes);
-    this.labels.push(storage.label);
-    this.allocatorLabels.push(allocatorLabel);
-    this.categories.push(storage.category);
-    this.ops.push(4 * (this.forwardCount + k) + kAlloc);
-  }
-
-  freed(storage: Storage): void {
-    this.inner?.freed(storage);
-    this.before();
-    const k = this.indexOf(storage);
-    if (k >= 0) this.ops.push(4 * k + kFree);
-    // an external's free in a backward follows from letting it go (checkDrops placed the drop before it)
-    else if (!this.watching || !this.externals.some((t) => t.storage === storage)) this.failure ??= `the block freed a storage it does not own (${storage.label})`;
-  }
-
-  renaming(storage: Storage): void {
-    this.inner?.renaming(storage);
-    this.before();
-    const k = this.indexOf(storage);
-    if (k < 0 || this.renamedAt.has(k)) this.failure ??= 'a storage renamed twice or from outside the block';
-    this.renamedAt.add(k);
-    this.ops.push(4 * k + kRename);
-  }
-}
+export { BlocksNotReusable, blockReuseCounts, relabel };
 
 /** The block's parameters (their `Parameter`, or null for a frozen one), by their position in the block. */
 type BlockParameters = readonly (Parameter | null)[];
@@ -236,14 +52,20 @@ export class ReplayedBlock extends Node {
   private readonly pass: BlockPass;
   /** The block's storages: its forward's, then (while its backward replays) the backward's own. */
   private readonly storages: Storage[];
+  /** The block's references to the storages its forward left (null: none), by index. */
+  private readonly own: (Tensor | null)[];
   /** References to the externals the block's code held after its forward (null: none). */
   private readonly holds: (Tensor | null)[];
   private readonly params: BlockParameters;
+  /** The block's index in the run. */
+  private readonly index: number;
 
-  constructor(seq: number, inputEdge: Edge | null, pass: BlockPass, storages: Storage[], holds: (Tensor | null)[], params: BlockParameters) {
+  constructor(seq: number, inputEdge: Edge | null, pass: BlockPass, index: number, storages: Storage[], own: (Tensor | null)[], holds: (Tensor | null)[], params: BlockParameters) {
     super(seq, [inputEdge], 1);
     this.pass = pass;
+    this.index = index;
     this.storages = storages;
+    this.own = own;
     this.holds = holds;
     this.params = params;
   }
@@ -252,18 +74,20 @@ export class ReplayedBlock extends Node {
     const incoming = grads[0] ?? null;
     grads[0] = null; // the block takes the engine's reference to the incoming gradient, and lets it go as recorded
     const b = this.pass.backwardTemplate();
+    const { from, to } = this.pass.backwardNames(this.index);
     if (!incoming) throw new BlocksNotReusable('a replayed block got no gradient');
     const { cuda } = this.pass.rt;
     const externals: (Tensor | null)[] = [...this.holds, incoming];
     const storages = this.storages;
     storages.length = b.forwardCount;
-    replayOps(cuda, b, storages, externals, (k) => {
+    replayOps(cuda, b, namesFor(b, from, to), storages, externals, this.own, (k) => {
       const r = b.renamed.get(k)!;
-      cuda.rename(storages[k]!, r[0], r[1]);
+      cuda.rename(storages[k]!, relabel(r[0], from, to), r[1]);
     });
     const g = b.grads;
     for (let i = 0; i < g.length; i += 3) {
-      const param = this.params[g[i]!]!;
+      const param = this.params[g[i]!];
+      if (!param) throw new BlocksNotReusable("a replayed block's weight does not train where the recorded one's does");
       const s = storages[g[i + 1]!]!;
       let impl = new TensorImpl(s, null);
       for (let v = 1; v < g[i + 2]!; v++) impl = new TensorImpl(s, impl);
@@ -279,60 +103,33 @@ export class ReplayedBlock extends Node {
   releaseVariables(): void {}
 }
 
-/**
- * Replays a recording's ops: allocations into `storages` (forward storages first, as the recording indexes
- * them), frees, renames (`rename`), and letting go of externals (`externals[j]`, released).
- */
-function replayOps(cuda: CudaDevice, r: Recording & { forwardCount?: number }, storages: Storage[], externals: (Tensor | null)[], rename: (k: number) => void): void {
-  const outer = cuda.unwindingFrames;
-  const offset = r.forwardCount ?? 0;
-  const { ops, unwinding } = r;
-  let nextChange = 0;
-  let inner = 0;
-  try {
-    for (let i = 0; i < ops.length; i++) {
-      if (nextChange < unwinding.length && unwinding[nextChange] === i) {
-        inner = unwinding[nextChange + 1]!;
-        cuda.unwindingFrames = outer + inner;
-        nextChange += 2;
-      }
-      const op = ops[i]!;
-      const k = op >> 2;
-      switch (op & 3) {
-        case kAlloc: {
-          const own = k - offset;
-          storages[k] = cuda.allocateStorage(r.sizes[own]!, r.labels[own]!, r.categories[own]!, r.allocatorLabels[own]!);
-          break;
-        }
-        case kFree:
-          cuda.freeStorage(storages[k]!);
-          break;
-        case kRename:
-          rename(k);
-          break;
-        default:
-          cuda.release(externals[k]);
-          externals[k] = null;
-      }
-    }
-  } catch (error) {
-    // The block's code would unwind frames that free memory here: only the full simulation knows those frees.
-    if (error instanceof OutOfMemoryError && inner > 0) throw new BlocksNotReusable('out of memory inside frames the replay does not unwind');
-    throw error;
-  } finally {
-    cuda.unwindingFrames = outer;
-  }
-}
-
 /** How a model runs its blocks, for reuse: whether every block is the same (the same code on the same shapes). */
 export interface BlockReuse {
-  /** A key per block: blocks with equal keys run the same code on the same shapes (all must be equal). */
+  /**
+   * A key per block for every way the model's code branches on the block's index (its weights' shapes, dtypes and
+   * whether they train are compared besides): blocks are reused only when every key is equal. A replayed block
+   * stands for code that did not run, so a branch the key misses is a wrong answer, not a fallback.
+   */
   kind(i: number): string;
+  /** The block's module path (`model.layers.3`): its storages' labels name it. */
+  name(i: number): string;
   /** The block's parameters' tensors, in one order for every block. */
   weights(i: number): readonly Tensor[];
+  /** Where the model keeps tensors of its blocks until its forward ends (a DynamicCache's keys and values). */
+  kept?: Tensor[];
 }
 
-/** Blocks replayed at most this many from the ends: 0 and 1, count - 2 and count - 1 run their code. */
+/**
+ * A block's weights as a key: their shapes, dtypes and which train (a frozen one has no Parameter: a block with
+ * other frozen weights, or another LoRA adapter, records another graph). Blocks with different keys are not reused.
+ */
+function weightsKey(weights: readonly Tensor[]): string {
+  let key = '';
+  for (const w of weights) key += `${w.shape.join('x')}:${w.dtype}:${w.leaf ? 't' : 'f'},`;
+  return key;
+}
+
+/** Blocks at each end that run their code: 0 and 1, count - 2 and count - 1 (the others replay). */
 const kRealAtEachEnd = 2;
 
 /** A recorded block's forward: the recording, its storages and what it was given and made. */
@@ -351,8 +148,8 @@ interface ForwardRun {
 /** A recorded block's backward while it runs. */
 interface BackwardRun {
   rec: BlockRecorder;
-  /** The block's autograd tag, and the depth of the backward its nodes run in. */
-  block: number;
+  /** The block's autograd tag (`Node.blockTag`), and the depth of the backward its nodes run in. */
+  tag: number;
   depth: number;
   /** The node the block's input gradient goes to, and which of its outputs the input is. */
   inputNode: Node | null;
@@ -365,7 +162,7 @@ interface BackwardRun {
   observer: StorageObserver | null;
 }
 
-/** Tags of the blocks recorded, unique across passes (Autograd.block). */
+/** Tags of the blocks recorded, unique across passes (Autograd.blockTag). */
 let nextTag = 1;
 
 /**
@@ -390,23 +187,26 @@ export class BlockPass {
   private readonly count: number;
   private readonly reuse: BlockReuse;
 
+  /** Whether the storages' labels are read (peak details): replays then name their block. */
+  private readonly labelled: boolean;
+
   constructor(rt: Runtime, count: number, reuse: BlockReuse) {
     this.rt = rt;
     this.count = count;
     this.reuse = reuse;
+    this.labelled = rt.cuda.recordStorages;
     this.tagBase = nextTag;
     nextTag += count;
   }
 
   /**
    * A pass for `count` blocks when reuse applies (null: every block runs its code): a run whose peak contents are
-   * not read (`Runtime.reuseBlocks`), enough blocks, all of one kind, and no autocast region (its cast cache keeps
-   * each block's casts of its weights until the forward ends).
+   * not read (`Runtime.reuseBlocks`), enough blocks, all of one kind.
    */
   static of(rt: Runtime, count: number, reuse: BlockReuse | undefined): BlockPass | null {
-    if (!reuse || !rt.reuseBlocks || rt.autocast !== null || count <= 2 * kRealAtEachEnd) return null;
-    const kind = reuse.kind(0);
-    for (let i = 1; i < count; i++) if (reuse.kind(i) !== kind) return null;
+    if (!reuse || !rt.reuseBlocks || count <= 2 * kRealAtEachEnd) return null;
+    const kind = `${reuse.kind(0)}|${weightsKey(reuse.weights(0))}`;
+    for (let i = 1; i < count; i++) if (`${reuse.kind(i)}|${weightsKey(reuse.weights(i))}` !== kind) return null;
     return new BlockPass(rt, count, reuse);
   }
 
@@ -425,33 +225,74 @@ export class BlockPass {
     const recorded = i === 1 || i === this.count - 2;
     if (!recorded) return run();
     const before = externals.map((t) => t.impl.refs);
+    const cachedBefore = this.rt.autocast?.cachedCount ?? 0;
+    const withoutGradBefore = autograd.reentrantBlocksWithoutGrad;
+    const keptBefore = this.reuse.kept?.length ?? 0;
     const observer = cuda.observer;
     const rec = new BlockRecorder(cuda, observer, externals, null, null);
     cuda.observer = rec;
-    const outerBlock = autograd.block;
-    autograd.block = this.tagBase + i;
+    const outerTag = autograd.blockTag;
+    autograd.blockTag = this.tagBase + i;
     let out: Tensor;
     try {
       out = run();
     } finally {
       cuda.observer = observer;
-      autograd.block = outerBlock;
+      autograd.blockTag = outerTag;
     }
     const k = rec.indexOf(out.storage);
-    if (k < 0 || out.impl.base !== null || out.impl.refs !== 1 || out.storage.refs !== 1 || out.gradFn === null) rec.failure ??= "the block's output is not a tensor of its own";
+    if (k < 0 || out.impl.base !== null || out.impl.refs !== 1 || out.storage.refs !== 1) rec.failure ??= "the block's output is not a tensor of its own";
     const holds = externals.map((t, j) => t.impl.refs - before[j]!);
     if (holds.some((h) => h < 0)) rec.failure ??= 'the block let go of a reference it was given';
     if (cuda.convPlans.size > 0) rec.failure ??= 'convolution plans';
+    // what holders outside the block keep of it: the autocast cache's casts of its weights, the model's list
+    const weights = this.reuse.weights(i);
+    const entry = (t: Tensor, weight: number): OutsideEntry => {
+      const at = rec.indexOf(t.storage);
+      if (at < 0) rec.failure ??= 'a holder outside the block keeps a tensor the block did not make';
+      return { k: at, weight, shape: t.shape, dtype: t.dtype };
+    };
+    const cachedTensors = this.rt.autocast?.cachedSince(cachedBefore) ?? [];
+    const cached = cachedTensors.map(([key, t]) => {
+      const weight = weights.findIndex((w) => w.storage === key);
+      if (weight < 0) rec.failure ??= "a cast cached for a weight not the block's";
+      return entry(t, weight);
+    });
+    const keptTensors = this.reuse.kept?.slice(keptBefore) ?? [];
+    const kept = keptTensors.map((t) => entry(t, -1));
+    // A storage the forward left is the block's own (its backward frees it) unless what holds it is only the
+    // outside holders' tensors: one TensorImpl over it, held by those tensors alone.
+    const outsideTensors = [...cachedTensors.map(([, t]) => t), ...keptTensors];
+    const blockHeld = rec.ownStorages.map((s, at) => {
+      if (s.block === null || at === k) return false;
+      const outside = outsideTensors.filter((t) => t.storage === s);
+      if (outside.length === 0) return true;
+      const impl = outside[0]!.impl;
+      const outsideOnly = s.refs === 1 && impl.base === null && outside.every((t) => t.impl === impl) && impl.refs === outside.length;
+      return !outsideOnly;
+    });
     if (rec.failure) throw new BlocksNotReusable(rec.failure);
-    const recording: ForwardRecording = { ...recordingOf(rec), holds: holds.map((h) => h > 0), output: k, outputShape: out.shape, outputDType: out.dtype };
-    const kept: ForwardRun = { recording, storages: rec.ownStorages, firstSerial: rec.firstOwnSerial, input, externals, holdCounts: holds, out, params: this.paramsOf(i) };
+    const recording: ForwardRecording = {
+      ...recordingOf(rec),
+      holds: holds.map((h) => h > 0),
+      blockHeld,
+      cached,
+      kept,
+      output: k,
+      outputShape: out.shape,
+      outputDType: out.dtype,
+      graph: out.gradFn !== null,
+      withoutGrad: autograd.reentrantBlocksWithoutGrad - withoutGradBefore,
+    };
+    const forward: ForwardRun = { recording, storages: rec.ownStorages, firstSerial: rec.firstOwnSerial, input, externals, holdCounts: holds, out, params: this.paramsOf(i) };
     if (i === 1) {
       this.template = recording;
-      this.firstForward = kept;
+      this.firstForward = forward;
     } else {
       const t = this.template;
-      if (!t || !sameRecording(t, recording) || t.output !== recording.output || !equalArrays(t.holds, recording.holds)) throw new BlocksNotReusable(`block ${i}'s forward differs from block 1's`);
-      this.lastForward = kept;
+      const same = t && t.graph === recording.graph && t.withoutGrad === recording.withoutGrad && sameRecording(t, recording) && sameNames(namesFor(t, this.reuse.name(1), this.reuse.name(i)), recording) && t.output === recording.output && equalArrays(t.holds, recording.holds) && equalArrays(t.blockHeld, recording.blockHeld) && sameEntries(t.cached, recording.cached) && sameEntries(t.kept, recording.kept);
+      if (!same) throw new BlocksNotReusable(`block ${i}'s forward differs from block 1's`);
+      this.lastForward = forward;
       // the backward recordings start with the first node of these blocks' backward
       this.rt.autograd.listener = this;
     }
@@ -465,15 +306,32 @@ export class BlockPass {
     const { cuda, autograd } = this.rt;
     const holds = externals.map((x, j) => (t.holds[j] ? cuda.ref(x) : null));
     const storages: Storage[] = [];
-    replayOps(cuda, t, storages, [], () => {
+    const names = this.labelled ? namesFor(t, this.reuse.name(1), this.reuse.name(i)) : t;
+    replayOps(cuda, t, names, storages, [], null, () => {
       throw new BlocksNotReusable('a rename in a forward');
     });
     blockReuseCounts.replayedForwards++;
+    autograd.reentrantBlocksWithoutGrad += t.withoutGrad;
+    // the block's own references to what its forward left, one per storage; the outside holders' tensors
+    const own = t.blockHeld.map((held, k) => (held ? new Tensor([storages[k]!.nbytes], 'uint8', new TensorImpl(storages[k]!, null)) : null));
+    const weights = this.reuse.weights(i);
+    for (const c of t.cached) this.rt.autocast!.keep(weights[c.weight]!.storage, new Tensor(c.shape, c.dtype, new TensorImpl(storages[c.k]!, null)));
+    for (const c of t.kept) this.reuse.kept!.push(new Tensor(c.shape, c.dtype, new TensorImpl(storages[c.k]!, null)));
     const out = new Tensor(t.outputShape, t.outputDType, new TensorImpl(storages[t.output]!, null));
-    const node = new ReplayedBlock(autograd.nextSequenceNr(), autograd.edge(input), this, storages, holds, this.paramsOf(i));
-    out.gradFn = node;
-    out.outputSlot = 0;
+    if (t.graph) {
+      out.gradFn = new ReplayedBlock(autograd.nextSequenceNr(), autograd.edge(input), this, i, storages, own, holds, this.paramsOf(i));
+      out.outputSlot = 0;
+    }
     return out;
+  }
+
+  /**
+   * The module paths a replayed backward's labels are rewritten between (the same when nothing reads the labels:
+   * no peak details, `labelled`).
+   */
+  backwardNames(i: number): { from: string; to: string } {
+    const from = this.reuse.name(this.count - 2);
+    return { from, to: this.labelled ? this.reuse.name(i) : from };
   }
 
   /** The backward recording the replayed blocks replay. */
@@ -488,7 +346,7 @@ export class BlockPass {
     if (r) {
       // a reentrant checkpoint's backward runs inside its node's: all of it is the block's
       if (depth > r.depth) return;
-      if (node.block === r.block || (node.param !== null && r.params.includes(node.param))) {
+      if (node.blockTag === r.tag || (node.param !== null && r.params.includes(node.param))) {
         this.checkEdges(node, r);
         return;
       }
@@ -512,14 +370,14 @@ export class BlockPass {
     const holdCounts = forward.holdCounts;
     const externals = [...forward.externals, incoming];
     // an external is let go of once its references are down to those others hold (none left for the gradient)
-    const watch = [...forward.externals.map((t, j) => (holdCounts[j]! > 0 ? t.impl.refs - holdCounts[j]! : -1)), 0];
+    const watch = [...forward.externals.map((t, j) => (holdCounts[j]! > 0 ? t.impl.refs - holdCounts[j]! : null)), 0];
     const observer = cuda.observer;
     const rec = new BlockRecorder(cuda, observer, externals, watch, { storages: forward.storages, firstSerial: forward.firstSerial });
     cuda.observer = rec;
     const inputNode = forward.input.gradFn;
     this.recording = {
       rec,
-      block: node.block,
+      tag: node.blockTag,
       depth,
       inputNode,
       inputSlot: forward.input.outputSlot,
@@ -536,7 +394,7 @@ export class BlockPass {
     for (const e of node.next) {
       if (!e) continue;
       const m = e.node;
-      if (m.block === r.block || m === r.inputNode || (m.param !== null && r.params.includes(m.param))) continue;
+      if (m.blockTag === r.tag || m === r.inputNode || (m.param !== null && r.params.includes(m.param))) continue;
       r.rec.failure ??= `a gradient leaves the block for ${m.name}`;
     }
   }
@@ -559,11 +417,11 @@ export class BlockPass {
       if (output < rec.forwardCount) rec.failure ??= 'the gradient passed on is not a storage of the backward';
     }
     rec.checkDrops(true, output === -1 ? incomingIndex : -1);
-    // every storage the forward left, but its output, is freed in the backward
+    // the backward frees every storage the forward left that the block holds, and none that only holders outside it do
     const fwd = r.forward;
+    const freed = new Set(rec.ops.filter((op) => (op & 3) === kFree).map((op) => op >> 2));
     for (let k = 0; k < fwd.storages.length; k++) {
-      const s = fwd.storages[k]!;
-      if (s.block !== null && k !== fwd.recording.output) rec.failure ??= `a storage of the block's forward outlives its backward (${s.label})`;
+      if (fwd.recording.blockHeld[k] !== freed.has(k) && k !== fwd.recording.output) rec.failure ??= `a storage of the block's forward is freed where the replay would not free it (${fwd.storages[k]!.label})`;
     }
     const grads: number[] = [];
     r.params.forEach((p, j) => {
@@ -591,14 +449,12 @@ export class BlockPass {
       return;
     }
     const t = this.backward;
-    const sameRenames = t.renamed.size === renamed.size && [...t.renamed].every(([k, [, c]]) => renamed.get(k)?.[1] === c);
-    if (!sameRecording(t, recording) || t.forwardCount !== recording.forwardCount || !equalArrays(t.grads, recording.grads) || t.output !== recording.output || !sameRenames) {
+    const from = this.reuse.name(this.count - 2);
+    const to = this.reuse.name(1);
+    const sameRenames = t.renamed.size === renamed.size && [...t.renamed].every(([k, [label, c]]) => renamed.get(k)?.[1] === c && renamed.get(k)?.[0] === relabel(label, from, to));
+    if (!sameRecording(t, recording) || !sameNames(namesFor(t, from, to), recording) || t.forwardCount !== recording.forwardCount || !equalArrays(t.grads, recording.grads) || t.output !== recording.output || !sameRenames) {
       throw new BlocksNotReusable("block 1's backward differs from the replayed one");
     }
     this.checked = true;
   }
-}
-
-function recordingOf(rec: BlockRecorder): Recording {
-  return { ops: rec.ops, sizes: rec.sizes, labels: rec.labels, allocatorLabels: rec.allocatorLabels, categories: rec.categories, unwinding: rec.unwinding };
 }

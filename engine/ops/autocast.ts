@@ -42,6 +42,21 @@ export class Autocast {
     return out;
   }
 
+  /** Casts cached so far. */
+  get cachedCount(): number {
+    return this.cache.size;
+  }
+
+  /** The casts cached after the first `count`, in order: the weight's storage (the key) and the cast. */
+  cachedSince(count: number): [object, Tensor][] {
+    return [...this.cache].slice(count);
+  }
+
+  /** Caches a cast made elsewhere (a replayed block's: Note [Reused blocks], models/block-reuse.ts). */
+  keep(weightStorage: object, cast: Tensor): void {
+    this.cache.set(weightStorage, cast);
+  }
+
   /** Leaving the outermost autocast region: the cached casts are dropped (`clear_cache`). */
   exit(rt: Runtime): void {
     for (const t of this.cache.values()) rt.cuda.release(t);

@@ -119,8 +119,7 @@ export interface SimulateOptions {
   recordRun?: boolean;
   /**
    * Replay repeated blocks of the first step from recordings of other blocks (Note [Reused blocks],
-   * models/block-reuse.ts; default: when the peak's details are not wanted, as for a search's trials, whose
-   * storages' labels nothing reads). The peaks, the steps and the error are the same either way.
+   * models/block-reuse.ts; default: unless `onTrace` is given). The result is the same either way.
    */
   reuseBlocks?: boolean;
   /**
@@ -213,8 +212,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   );
   cuda.onFirstBackward = () => createAutogradThreadHandles(deviceMemory, spec.training_threads_bytes);
   const autograd = new Autograd(cuda);
-  // Note [Reused blocks]: where nothing reads the storages' labels (a search's trials)
-  const rt: Runtime = { cuda, autograd, autocast: null, reuseBlocks: options.reuseBlocks ?? (options.peakDetails === false && options.onTrace === undefined) };
+  // Note [Reused blocks]: not under a trace, whose every entry a test compares
+  const rt: Runtime = { cuda, autograd, autocast: null, reuseBlocks: options.reuseBlocks ?? options.onTrace === undefined };
   const autocastDType = t.precision === 'amp_bf16' ? 'bfloat16' : t.precision === 'amp_fp16' ? 'float16' : null;
   const scaler = t.precision === 'amp_fp16' ? new GradScaler() : null;
   if (t.lora && t.lora.quantization !== 'none') {

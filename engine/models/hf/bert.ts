@@ -29,6 +29,7 @@ import { classificationLoss, headInputs, hfActivation } from './common.ts';
 import type { BertConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
 import { runBlocks } from '../checkpointing.ts';
+import type { BlockReuse } from '../block-reuse.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters } from '../peft/lora.ts';
 
 export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableModel {
@@ -135,6 +136,17 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   const decoderWeight = cfg.tieWordEmbeddings ? `${base}.embeddings.word_embeddings.weight` : roberta ? 'lm_head.decoder.weight' : 'cls.predictions.decoder.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
+  /** Each layer's parameters' names (read once the list is final: a head may have moved to the front). */
+  let layerNames: string[][] | null = null;
+  // Note [Reused blocks]: every encoder layer runs the same code on the same shapes
+  const reuse: BlockReuse = {
+    kind: () => 'BertLayer',
+    name: (i) => `${base}.encoder.layer.${i}`,
+    weights: (i) => {
+      layerNames ??= Array.from({ length: cfg.layers }, (_, l) => params.filter((spec) => spec.name.startsWith(`${base}.encoder.layer.${l}.`)).map((spec) => spec.name));
+      return layerNames[i]!.map(w);
+    },
+  };
   /** `module(x)` for the nn.Linear at `path`: with its LoRA adapter when it has one. */
   const lin = linearModules(weights, tuning.lora);
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
@@ -315,7 +327,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       const [b, t] = ids!.shape as [number, number];
       const embedded = roberta ? robertaEmbeddings(rt, ids!) : bertEmbeddings(rt, ids!);
       // BertModel.forward keeps `embedding_output` until it returns
-      const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i));
+      const hidden = runBlocks(rt, cuda.ref(embedded), cfg.layers, checkpointing, (x, i) => layer(rt, x, i), [], reuse);
       if (classifier && roberta) {
         // RobertaModel has no pooler; its output holds the hidden states until the classifier's forward returns
         cuda.release(embedded);

@@ -23,6 +23,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, splitHeads, type AttentionImpl } from './attention.ts';
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
+import type { BlockReuse } from '../block-reuse.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, loraAdapterParameters, type FineTuning } from '../peft/lora.ts';
 
@@ -50,7 +51,10 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   };
   p('transformer.wte.weight', [cfg.vocabSize, e]);
   p('transformer.wpe.weight', [cfg.positions, e]);
+  /** Each block's parameters, as [first, end) of `params` (Note [Reused blocks]: a block's weights). */
+  const blockParams: [number, number][] = [];
   for (let i = 0; i < cfg.layers; i++) {
+    const first = params.length;
     const h = `transformer.h.${i}`;
     p(`${h}.ln_1.weight`, [e]);
     p(`${h}.ln_1.bias`, [e]);
@@ -60,6 +64,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     p(`${h}.ln_2.bias`, [e]);
     conv1dModule(`${h}.mlp.c_fc`, e, cfg.inner);
     conv1dModule(`${h}.mlp.c_proj`, cfg.inner, e);
+    blockParams.push([first, params.length]);
   }
   p('transformer.ln_f.weight', [e]);
   p('transformer.ln_f.bias', [e]);
@@ -74,6 +79,8 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   const useCache = cfg.useCache && !checkpointing;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
+  // Note [Reused blocks]: every GPT2Block runs the same code on the same shapes
+  const reuse: BlockReuse = { kind: () => 'GPT2Block', name: (i) => `transformer.h.${i}`, weights: (i) => params.slice(...blockParams[i]!).map((spec) => w(spec.name)), kept: cache };
 
   /** GPT2Attention.forward: (attn_output, attn_weights). */
   function attention(rt: Runtime, x: Tensor, i: number, mask: Tensor | null): [Tensor, Tensor | null] {
@@ -163,7 +170,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, dtype) : null;
       let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
       cuda.release(summed);
-      hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions]);
+      hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions], reuse);
       const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die

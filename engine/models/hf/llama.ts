@@ -101,18 +101,18 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const proj = linearModules(weights, tuning.lora);
   const layerModules = Array.from({ length: cfg.layers }, (_, i) => layerModuleNames(i));
   const useCache = cfg.useCache && !checkpointing;
-  // Note [Reused blocks]: the layers run one code on one shape but where a layer's kind differs (Qwen3-MoE's dense
-  // layers, SmolLM3's NoPE layers); not with a DynamicCache, which keeps each layer's keys and values
-  const reuse: BlockReuse | undefined = useCache
-    ? undefined
-    : {
-        kind: (i) => `${sparseLayer(i)} ${cfg.noRopeLayers.includes(i)}`,
-        weights: (i) => params.slice(...layerParams[i]!).map((spec) => w(spec.name)),
-      };
-  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
-  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
+  // Note [Reused blocks]: the layers run one code on one shape but where a layer's kind differs (Qwen3-MoE's dense
+  // layers, SmolLM3's NoPE layers)
+  const reuse: BlockReuse = {
+    kind: (i) => `${sparseLayer(i)} ${cfg.noRopeLayers.includes(i)}`,
+    name: (i) => `model.layers.${i}`,
+    weights: (i) => params.slice(...layerParams[i]!).map((spec) => w(spec.name)),
+    kept: cache,
+  };
+  // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
+  const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window
   // (`_ignore_causal_mask_sdpa`); eager attention's float version of it is not measured.
   const windowMask = cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow;

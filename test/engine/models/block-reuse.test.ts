@@ -1,17 +1,25 @@
 /**
  * Note [Reused blocks] (engine/models/block-reuse.ts): a simulation whose repeated blocks replay recordings of
- * other blocks gives what the simulation running every block's code gives: every field (peak details off, as a
- * search's trial runs), the timeline event by event. On every calibration plan of a family that reuses its layers,
- * made 7 layers deep (blocks 2 to 4 replayed), and on the boundary suite's at and above their largest batch; then
- * under caps that run out of memory inside replayed blocks' forwards and backwards, some inside frames that free
- * memory as they unwind (left to the simulation without reuse).
+ * other blocks gives what the simulation running every block's code gives: every field, with peak details (what is
+ * live at the peak, by label) and without (as a search's trial runs), the timeline event by event. On every
+ * calibration plan of a family that reuses its layers (GPT-2, BERT and the Llama family), made 7 layers deep (blocks 2 to
+ * 4 replayed), and on the boundary suite's at and above their largest batch; then under caps that run out of memory
+ * inside replayed blocks' forwards and backwards, some inside frames that free memory as they unwind (left to the
+ * simulation without reuse).
  */
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { OutOfMemoryError } from '../../../engine/allocator/caching-allocator.ts';
+import { CachingAllocator, OutOfMemoryError } from '../../../engine/allocator/caching-allocator.ts';
+import { parseAllocatorConf } from '../../../engine/allocator/config.ts';
+import { SimulatedDevice } from '../../../engine/allocator/device-memory.ts';
+import { Autograd, Parameter } from '../../../engine/autograd/engine.ts';
+import { runBlocks } from '../../../engine/models/checkpointing.ts';
+import { CudaDevice } from '../../../engine/tensor/cuda.ts';
+import type { Tensor } from '../../../engine/tensor/tensor.ts';
 import { BlockPass, BlocksNotReusable, ReplayedBlock, blockReuseCounts } from '../../../engine/models/block-reuse.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
+import { forgetRecordedRuns } from '../../../engine/train/run-replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
 import { loadSuite } from '../../../bench/boundary-suite.ts';
 import { calibrationRuns, simulatedPlan } from '../train/calibration-plans.ts';
@@ -23,21 +31,23 @@ const forwards = vi.spyOn(BlockPass.prototype, 'replayForward');
 const backwards = vi.spyOn(ReplayedBlock.prototype, 'apply');
 
 let plansReused = 0;
+let plansReusedWithDetails = 0;
 let oomInReplayedForward = 0;
 let oomInReplayedBackward = 0;
 let notReusable = 0;
 /** Out of memory in a replayed block where its code had frames open that free memory as they unwind. */
 let oomUnwinding = 0;
 
-/** The plan simulated without and with reuse, as a trial runs it; the results must be equal. */
-function compare(plan: Plan): { reused: boolean; fits: boolean } {
+/** The plan simulated without and with reuse (as a trial runs it, or with peak details); the results must be equal. */
+function compare(plan: Plan, peakDetails = false): { reused: boolean; fits: boolean } {
   const device = planGpu(plan);
-  const options = { device, timelinePoints: kAllEvents, peakDetails: false, neededOnOom: false } as const;
+  const options = { device, timelinePoints: kAllEvents, peakDetails, neededOnOom: false } as const;
   const calls = forwards.mock.calls.length;
   const backwardCalls = backwards.mock.calls.length;
   const full = simulate(plan, { ...options, reuseBlocks: false });
   expect(forwards.mock.calls.length).toBe(calls);
   const before = blockReuseCounts.notReusable;
+  forgetRecordedRuns(); // the blocks replayed, not the whole run recorded just now (Note [Replayed runs])
   const reused = simulate(plan, { ...options, reuseBlocks: true });
   expect(reused).toEqual(full);
   const results = forwards.mock.results.slice(calls);
@@ -50,12 +60,17 @@ function compare(plan: Plan): { reused: boolean; fits: boolean } {
   return { reused: results.length > 0, fits: full.oom === null };
 }
 
-/** The plan with `layers` decoder layers (a pasted config's num_hidden_layers; per-layer lists repeated). */
+/**
+ * The plan with `layers` decoder layers (a pasted config's num_hidden_layers, GPT-2's n_layer; per-layer lists
+ * repeated); a preset as it is (its published depth).
+ */
 function deeper(plan: Plan, layers: number): Plan | null {
   const m = plan.model;
+  if ('preset' in m) return plan;
   if (!('hf_config' in m)) return null;
-  const cfg: Record<string, unknown> = { ...m.hf_config, num_hidden_layers: layers };
-  const old = m.hf_config.num_hidden_layers;
+  const key = m.hf_config.model_type === 'gpt2' ? 'n_layer' : 'num_hidden_layers';
+  const cfg: Record<string, unknown> = { ...m.hf_config, [key]: layers };
+  const old = m.hf_config[key];
   for (const [key, value] of Object.entries(cfg)) {
     if (Array.isArray(value) && value.length === old) cfg[key] = Array.from({ length: layers }, (_, i) => value[i % value.length]);
   }
@@ -64,11 +79,12 @@ function deeper(plan: Plan, layers: number): Plan | null {
 
 describe('reused blocks give the simulation that runs every block, field for field', () => {
   for (const { name, m } of calibrationRuns) {
-    it(`calibration: ${name}, 7 layers deep`, () => {
+    it(`calibration: ${name}, 7 layers deep, with peak details and without`, () => {
       const simulated = simulatedPlan(m);
       const plan = simulated && deeper(simulated, 7);
       if (!plan) return;
       if (compare(plan).reused) plansReused++;
+      if (compare(plan, true).reused) plansReusedWithDetails++;
     }, 60_000);
   }
 
@@ -113,11 +129,82 @@ describe('out of memory inside replayed blocks', () => {
 });
 
 afterAll(() => {
-  console.log(`reused: ${plansReused} plans; out of memory in replayed forwards ${oomInReplayedForward}, backwards ${oomInReplayedBackward}, inside unwinding frames ${oomUnwinding}; not reusable ${notReusable} (last: ${blockReuseCounts.lastReason})`);
+  console.log(`reused: ${plansReused} plans (${plansReusedWithDetails} with peak details); out of memory in replayed forwards ${oomInReplayedForward}, backwards ${oomInReplayedBackward}, inside unwinding frames ${oomUnwinding}; not reusable ${notReusable} (${JSON.stringify([...blockReuseCounts.reasons])})`);
   // the comparison proves something only where blocks were replayed, out-of-memory errors in them included
-  expect(plansReused).toBeGreaterThan(40);
+  expect(plansReused).toBeGreaterThan(100);
+  expect(plansReusedWithDetails).toBeGreaterThan(50);
   expect(oomInReplayedForward).toBeGreaterThan(0);
   expect(oomInReplayedBackward).toBeGreaterThan(0);
   expect(oomUnwinding).toBeGreaterThan(0);
   expect(notReusable).toBe(oomUnwinding);
+});
+
+describe('layers that are not all the same', () => {
+  const small = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 7, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 4096, max_position_embeddings: 2048 };
+  const plan = (training: Record<string, unknown>) => parsePlan({ format: 'memplan.plan', version: 1, name: 'layers', model: { hf_config: small }, training: { batch_size: 2, seq_len: 256, precision: 'bf16', ...training }, gpu: { name: 'h100-sxm' } });
+  const lora = (targets: string[]) => ({ r: 8, alpha: 16, dropout: 0, target_modules: targets });
+  // a layer whose weights train otherwise (frozen, or another LoRA adapter) records another graph: its weights' key
+  // differs (BlockPass.of), and no layer is replayed
+  it.each([
+    ['layers 1 and 5 frozen (the recorded ones)', { freeze: ['model.layers.1.*', 'model.layers.5.*'] }],
+    ['layer 3 frozen (a replayed one), checkpointing', { freeze: ['model.layers.3.*'], activation_checkpointing: true }],
+    ["LoRA on q_proj and layer 3's v_proj", { lora: lora(['q_proj', 'layers.3.self_attn.v_proj']) }],
+  ])('%s: every layer runs its code', (_, training) => {
+    expect(compare(plan(training)).reused).toBe(false);
+  });
+
+  it('every layer frozen by its input (a frozen embedding, reentrant checkpointing): replayed, each counted as PyTorch warns', () => {
+    const p = plan({ freeze: ['model.embed_tokens.*'], activation_checkpointing: 'reentrant' });
+    expect(compare(p).reused).toBe(true);
+    const notes = simulate(p, { device: planGpu(p), timelinePoints: 0 }).notes;
+    expect(notes).toContainEqual({ id: 'checkpoint_inputs_no_grad', blocks: 7 });
+  });
+});
+
+describe('recordings that differ are not replayed (BlocksNotReusable)', () => {
+  /**
+   * Six blocks `out = f(x, w_i)` of hand-written ops, their storages labelled `block i ...`; `extra(i, phase)` adds
+   * a temporary in block i's forward or backward; `name`: the module path the reuse is told.
+   */
+  function run(extra: (i: number, phase: 'forward' | 'backward') => boolean, name = (i: number) => `block ${i}`) {
+    const allocator = new CachingAllocator({ config: parseAllocatorConf('', 'conf'), device: new SimulatedDevice(80 * 2 ** 30), totalGlobalMemBytes: 80 * 2 ** 30, nonPyTorchBytes: 0 });
+    const cuda = new CudaDevice(allocator, { cublasBytes: 0, cublasLtBytes: 0 }, { multiProcessorCount: 132, maxThreadsPerMultiProcessor: 2048 });
+    const autograd = new Autograd(cuda);
+    const rt = { cuda, autograd, autocast: null, reuseBlocks: true };
+    const weights = Array.from({ length: 6 }, (_, i) => new Parameter(`block ${i}.w`, cuda.empty([1024], 'float32', `block ${i}.w`, 'parameter'), cuda).tensor);
+    const block = (x: Tensor, i: number) => {
+      if (extra(i, 'forward')) cuda.release(cuda.empty([4096], 'float32', `block ${i} extra`));
+      const saved = autograd.saveInputs(true, [x, weights[i]!]);
+      const out = cuda.empty(x.shape, x.dtype, `block ${i} out`);
+      autograd.record('MulBackward0', [x, weights[i]!], [out], saved, () => {
+        if (extra(i, 'backward')) cuda.release(cuda.empty([4096], 'float32', `block ${i} backward extra`));
+        return [cuda.empty(x.shape, x.dtype, `block ${i} grad x`), cuda.empty([1024], 'float32', `block ${i} grad w`)];
+      });
+      return out;
+    };
+    const input = cuda.empty([1024], 'float32', 'input');
+    const reuse = { kind: () => 'block', name, weights: (i: number) => [weights[i]!] };
+    const out = runBlocks(rt, input, 6, false, block, [], reuse);
+    const grad = cuda.empty([1024], 'float32', 'ones');
+    autograd.backward(out, grad);
+    return weights.map((w) => w.leaf!.grad !== null);
+  }
+
+  it('the same blocks replay: blocks 2 and 3, every weight gets its gradient', () => {
+    const before = blockReuseCounts.replayedForwards;
+    expect(run(() => false)).toEqual([true, true, true, true, true, true]);
+    expect(blockReuseCounts.replayedForwards - before).toBe(2);
+  });
+
+  it("block count - 2's forward differs from block 1's: refused at once", () => {
+    expect(() => run((i, phase) => i === 4 && phase === 'forward')).toThrow(/block 4's forward differs from block 1's/);
+  });
+
+  it("block 1's backward differs from block count - 2's: refused when it ends", () => {
+    expect(() => run((i, phase) => i === 1 && phase === 'backward')).toThrow(/block 1's backward differs from the replayed one/);
+  });
+
+  it('labels that name the block otherwise than its module path: refused (a replay could not name its storages)', () => {
+    expect(() => run(() => false, (i) => `layer ${i}`)).toThrow(/block 4's forward differs from block 1's/);
+  });
 });

@@ -118,7 +118,8 @@ describe('code that frees memory when an exception unwinds it is known to the re
   const known: Record<string, string> = {
     'autograd/engine.ts': 'the recomputation runs in withScope (counted); the finally blocks restore modes',
     'models/checkpointing.ts': "rerunUnderAutocast's region exit frees its casts: counted",
-    'models/block-reuse.ts': "a replayed block's failing request inside frames its code would unwind is left to the simulation without reuse; the others restore the observer and the block tag",
+    'models/block-recording.ts': "a replayed block's failing request inside frames its code would unwind is left to the simulation without reuse; the finally restores the frame count",
+    'models/block-reuse.ts': 'restores the observer and the block tag after a recorded block',
     'models/hf/rotary.ts': 'restores autocast and grad mode, frees nothing',
     'models/hf/mixtral-moe.ts': 'pythonFrame drops its locals: counted',
     'ops/conv.ts': "cuDNN's plan fallback: models with convolutions are never replayed",
