@@ -5,8 +5,10 @@
  * forward sends the allocator the same requests in the same order, and so does each block's backward; only the
  * storages differ. In the first step of a simulation the model's code runs for every block, and that code (shapes,
  * tensors, autograd nodes, reference counts) costs several times what the allocator does: about 40% of a search on
- * Llama 2 70B (issue #15). So in a run of `count` blocks of one kind (`BlockReuse`: GPT-2's blocks, BERT's, the Llama
- * family's decoder layers), blocks 0, 1, count - 2 and count - 1 run their code, and the others replay recordings:
+ * Llama 2 70B (issue #15). So among the blocks of one kind in a run (`BlockPasses`: GPT-2's blocks, BERT's, ViT's, the
+ * Llama family's decoder layers, Gemma's sliding and its global layers; a kind is the model's `BlockReuse.kind`, the
+ * weights' shapes, dtypes and training, and the neighbours' kinds), the first two and the last two run their code,
+ * and the others replay recordings (below, "block 1" is the kind's second, "block count - 2" its second to last):
  * - a block's forward replays the recording of block 1's forward: its allocations and frees in order, the
  *   block's output a new tensor over the storage block 1's output had, and one node (`ReplayedBlock`) as the
  *   output's grad_fn, which keeps the block's input and the tensors its call was passed (`closure`) for as long
@@ -25,7 +27,7 @@
  * request for request, label for label (relabelled): else the plan is simulated again without reuse
  * (`BlocksNotReusable`), as it is when a recording finds something the replay could not reproduce: a storage of
  * the block kept by a holder outside it the model does not name, a gradient flowing out of the block elsewhere
- * than to its input, a node of another block run in the middle of its backward, a tensor renamed twice.
+ * than to its input, a node of the block run after another block's, a tensor renamed twice.
  *
  * An out-of-memory error in a replayed block stands for the full block's where no frame that frees memory on
  * unwinding was open in the recording; where one was, the plan is simulated again without reuse, as for replayed
@@ -103,12 +105,12 @@ export class ReplayedBlock extends Node {
   releaseVariables(): void {}
 }
 
-/** How a model runs its blocks, for reuse: whether every block is the same (the same code on the same shapes). */
+/** What runBlocks needs of a model to reuse its blocks (this Note). */
 export interface BlockReuse {
   /**
    * A key per block for every way the model's code branches on the block's index (its weights' shapes, dtypes and
-   * whether they train are compared besides): blocks are reused only when every key is equal. A replayed block
-   * stands for code that did not run, so a branch the key misses is a wrong answer, not a fallback.
+   * whether they train are compared besides): blocks of equal keys are of one kind. A replayed block stands for
+   * code that did not run, so a branch the key misses is a wrong answer, not a fallback.
    */
   kind(i: number): string;
   /** The block's module path (`model.layers.3`): its storages' labels name it. */
@@ -129,7 +131,7 @@ function weightsKey(weights: readonly Tensor[]): string {
   return key;
 }
 
-/** Blocks at each end that run their code: 0 and 1, count - 2 and count - 1 (the others replay). */
+/** A kind's blocks at each end that run their code (by position among them: 0 and 1, count - 2 and count - 1). */
 const kRealAtEachEnd = 2;
 
 /** A recorded block's forward: the recording, its storages and what it was given and made. */
@@ -162,12 +164,86 @@ interface BackwardRun {
   observer: StorageObserver | null;
 }
 
-/** Tags of the blocks recorded, unique across passes (Autograd.blockTag). */
+/** Tags of the blocks recorded, unique across runs of blocks (Autograd.blockTag). */
 let nextTag = 1;
 
 /**
- * One forward's run of blocks and the backward after it (this Note): which blocks run their code, the
- * recordings, and the replayed blocks' nodes.
+ * A run of blocks (runBlocks) whose blocks of one kind are reused (this Note): a BlockPass per kind with enough
+ * blocks (Gemma's sliding and global layers are two kinds), heard by autograd as one listener.
+ */
+export class BlockPasses {
+  private readonly rt: Runtime;
+  private readonly passes: BlockPass[];
+  /** Each reused block's pass, by its index. */
+  private readonly byBlock = new Map<number, BlockPass>();
+
+  private constructor(rt: Runtime, groups: number[][], reuse: BlockReuse) {
+    this.rt = rt;
+    const tagBase = nextTag;
+    nextTag += groups.reduce((n, g) => Math.max(n, ...g), 0) + 1;
+    this.passes = groups.map((members) => new BlockPass(rt, members, reuse, tagBase));
+    this.passes.forEach((pass, k) => {
+      for (const i of groups[k]!) this.byBlock.set(i, pass);
+    });
+    rt.autograd.listener = this;
+  }
+
+  /**
+   * The passes for `count` blocks when reuse applies (null: every block runs its code): a run whose storages'
+   * labels can be named (`Runtime.reuseBlocks`), with more than 2 * kRealAtEachEnd blocks of one kind. A block's
+   * kind is its key (the model's `kind` and its weights' shapes, dtypes and training) between its neighbours' keys:
+   * the first and the last block are each of a kind of their own.
+   */
+  static of(rt: Runtime, count: number, reuse: BlockReuse | undefined): BlockPasses | null {
+    if (!reuse || !rt.reuseBlocks || count <= 2 * kRealAtEachEnd) return null;
+    const keys = Array.from({ length: count }, (_, i) => `${reuse.kind(i)}|${weightsKey(reuse.weights(i))}`);
+    const byKind = new Map<string, number[]>();
+    for (let i = 0; i < count; i++) {
+      // a block between blocks of other kinds gets and gives its gradients otherwise (a frozen neighbour)
+      const key = `${keys[i - 1] ?? ''}/${keys[i]}/${keys[i + 1] ?? ''}`;
+      const members = byKind.get(key);
+      if (members) members.push(i);
+      else byKind.set(key, [i]);
+    }
+    const groups = [...byKind.values()].filter((g) => g.length > 2 * kRealAtEachEnd);
+    return groups.length ? new BlockPasses(rt, groups, reuse) : null;
+  }
+
+  /** Whether block i replays a recording (else it runs its code). */
+  replays(i: number): boolean {
+    return this.byBlock.get(i)?.replays(i) ?? false;
+  }
+
+  /** Runs block i's code (`run`), recording its forward where its pass needs it. */
+  runForward(i: number, input: Tensor, externals: readonly Tensor[], run: () => Tensor): Tensor {
+    const pass = this.byBlock.get(i);
+    return pass ? pass.runForward(i, input, externals, run) : run();
+  }
+
+  /** Block i's forward, replayed (`replays(i)`). */
+  replayForward(i: number, input: Tensor, externals: readonly Tensor[]): Tensor {
+    return this.byBlock.get(i)!.replayForward(i, input, externals);
+  }
+
+  /**
+   * Autograd's listener: each pass hears every node. A recording ends at the first node not of its block, before
+   * another begins (a recorder restores the observer it found).
+   */
+  applying(node: Node, inputs: (Tensor | null)[], depth: number): void {
+    for (const pass of this.passes) pass.ending(node, inputs, depth);
+    for (const pass of this.passes) pass.beginning(node, inputs, depth);
+  }
+
+  finished(): void {
+    this.rt.autograd.listener = null;
+    for (const pass of this.passes) pass.finished();
+  }
+}
+
+/**
+ * The blocks of one kind in one forward and the backward after it (this Note): which run their code, the
+ * recordings, and the replayed blocks' nodes. `members`: the blocks' indices in the run, in order; the first two
+ * and the last two (by position among the members: `first` is the second, `last` the second to last) run their code.
  */
 export class BlockPass {
   private template: ForwardRecording | null = null;
@@ -178,41 +254,40 @@ export class BlockPass {
   private backward: BackwardRecording | null = null;
   /** The backward being recorded now: of block count - 2 (the template), then of block 1 (checked against it). */
   private recording: BackwardRun | null = null;
+  /** The tags of the blocks whose backward was recorded and is over: none of their nodes may run again. */
+  private readonly ended = new Set<number>();
   private checked = false;
 
   /** Autograd tags of the blocks recorded are tagBase + their index. */
   private readonly tagBase: number;
 
   readonly rt: Runtime;
-  private readonly count: number;
   private readonly reuse: BlockReuse;
+  /** Each member's position among the members, by its index in the run. */
+  private readonly position: Map<number, number>;
+  private readonly count: number;
+  /** The members whose forward is the template and checks it (`first`), whose backward is and checks it (`last`). */
+  private readonly first: number;
+  private readonly last: number;
 
   /** Whether the storages' labels are read (peak details): replays then name their block. */
   private readonly labelled: boolean;
 
-  constructor(rt: Runtime, count: number, reuse: BlockReuse) {
+  constructor(rt: Runtime, members: readonly number[], reuse: BlockReuse, tagBase: number) {
     this.rt = rt;
-    this.count = count;
     this.reuse = reuse;
+    this.position = new Map(members.map((i, p) => [i, p]));
+    this.count = members.length;
+    this.first = members[1]!;
+    this.last = members[members.length - 2]!;
     this.labelled = rt.cuda.recordStorages;
-    this.tagBase = nextTag;
-    nextTag += count;
+    this.tagBase = tagBase;
   }
 
-  /**
-   * A pass for `count` blocks when reuse applies (null: every block runs its code): a run whose peak contents are
-   * not read (`Runtime.reuseBlocks`), enough blocks, all of one kind.
-   */
-  static of(rt: Runtime, count: number, reuse: BlockReuse | undefined): BlockPass | null {
-    if (!reuse || !rt.reuseBlocks || count <= 2 * kRealAtEachEnd) return null;
-    const kind = `${reuse.kind(0)}|${weightsKey(reuse.weights(0))}`;
-    for (let i = 1; i < count; i++) if (`${reuse.kind(i)}|${weightsKey(reuse.weights(i))}` !== kind) return null;
-    return new BlockPass(rt, count, reuse);
-  }
-
-  /** Whether block i replays a recording (else it runs its code). */
+  /** Whether block i (a member) replays a recording (else it runs its code). */
   replays(i: number): boolean {
-    return i >= kRealAtEachEnd && i < this.count - kRealAtEachEnd;
+    const p = this.position.get(i)!;
+    return p >= kRealAtEachEnd && p < this.count - kRealAtEachEnd;
   }
 
   private paramsOf(i: number): BlockParameters {
@@ -222,12 +297,13 @@ export class BlockPass {
   /** Runs block i's code (`run`), recording its forward where this Note needs it. */
   runForward(i: number, input: Tensor, externals: readonly Tensor[], run: () => Tensor): Tensor {
     const { cuda, autograd } = this.rt;
-    const recorded = i === 1 || i === this.count - 2;
+    const recorded = i === this.first || i === this.last;
     if (!recorded) return run();
     const before = externals.map((t) => t.impl.refs);
     const cachedBefore = this.rt.autocast?.cachedCount ?? 0;
     const withoutGradBefore = autograd.reentrantBlocksWithoutGrad;
     const keptBefore = this.reuse.kept?.length ?? 0;
+    const convPlansBefore = cuda.convPlans.size;
     const observer = cuda.observer;
     const rec = new BlockRecorder(cuda, observer, externals, null, null);
     cuda.observer = rec;
@@ -244,7 +320,8 @@ export class BlockPass {
     if (k < 0 || out.impl.base !== null || out.impl.refs !== 1 || out.storage.refs !== 1) rec.failure ??= "the block's output is not a tensor of its own";
     const holds = externals.map((t, j) => t.impl.refs - before[j]!);
     if (holds.some((h) => h < 0)) rec.failure ??= 'the block let go of a reference it was given';
-    if (cuda.convPlans.size > 0) rec.failure ??= 'convolution plans';
+    // cuDNN's plan fallback asks the allocator (Note [Replayed steps]): a block with convolutions is not replayed
+    if (cuda.convPlans.size !== convPlansBefore) rec.failure ??= 'convolutions in the block';
     // what holders outside the block keep of it: the autocast cache's casts of its weights, the model's list
     const weights = this.reuse.weights(i);
     const entry = (t: Tensor, weight: number): OutsideEntry => {
@@ -285,16 +362,14 @@ export class BlockPass {
       withoutGrad: autograd.reentrantBlocksWithoutGrad - withoutGradBefore,
     };
     const forward: ForwardRun = { recording, storages: rec.ownStorages, firstSerial: rec.firstOwnSerial, input, externals, holdCounts: holds, out, params: this.paramsOf(i) };
-    if (i === 1) {
+    if (i === this.first) {
       this.template = recording;
       this.firstForward = forward;
     } else {
       const t = this.template;
-      const same = t && t.graph === recording.graph && t.withoutGrad === recording.withoutGrad && sameRecording(t, recording) && sameNames(namesFor(t, this.reuse.name(1), this.reuse.name(i)), recording) && t.output === recording.output && equalArrays(t.holds, recording.holds) && equalArrays(t.blockHeld, recording.blockHeld) && sameEntries(t.cached, recording.cached) && sameEntries(t.kept, recording.kept);
-      if (!same) throw new BlocksNotReusable(`block ${i}'s forward differs from block 1's`);
+      const same = t && t.graph === recording.graph && t.withoutGrad === recording.withoutGrad && sameRecording(t, recording) && sameNames(namesFor(t, this.reuse.name(this.first), this.reuse.name(i)), recording) && t.output === recording.output && equalArrays(t.holds, recording.holds) && equalArrays(t.blockHeld, recording.blockHeld) && sameEntries(t.cached, recording.cached) && sameEntries(t.kept, recording.kept);
+      if (!same) throw new BlocksNotReusable(`block ${i}'s forward differs from block ${this.first}'s`);
       this.lastForward = forward;
-      // the backward recordings start with the first node of these blocks' backward
-      this.rt.autograd.listener = this;
     }
     return out;
   }
@@ -306,7 +381,7 @@ export class BlockPass {
     const { cuda, autograd } = this.rt;
     const holds = externals.map((x, j) => (t.holds[j] ? cuda.ref(x) : null));
     const storages: Storage[] = [];
-    const names = this.labelled ? namesFor(t, this.reuse.name(1), this.reuse.name(i)) : t;
+    const names = this.labelled ? namesFor(t, this.reuse.name(this.first), this.reuse.name(i)) : t;
     replayOps(cuda, t, names, storages, [], null, () => {
       throw new BlocksNotReusable('a rename in a forward');
     });
@@ -330,7 +405,7 @@ export class BlockPass {
    * no peak details, `labelled`).
    */
   backwardNames(i: number): { from: string; to: string } {
-    const from = this.reuse.name(this.count - 2);
+    const from = this.reuse.name(this.last);
     return { from, to: this.labelled ? this.reuse.name(i) : from };
   }
 
@@ -340,27 +415,32 @@ export class BlockPass {
     return this.backward;
   }
 
-  /** The engine is about to apply `node` (Autograd.listener): a recorded block's backward begins or ends. */
-  applying(node: Node, inputs: readonly (Tensor | null)[], depth: number): void {
+  /**
+   * The engine is about to apply `node`: the block whose backward is recorded goes on, or has ended (its
+   * recording ends: every pass ends its recording before any begins one, `beginning`).
+   */
+  ending(node: Node, inputs: readonly (Tensor | null)[], depth: number): void {
     const r = this.recording;
-    if (r) {
-      // a reentrant checkpoint's backward runs inside its node's: all of it is the block's
-      if (depth > r.depth) return;
-      if (node.blockTag === r.tag || (node.param !== null && r.params.includes(node.param))) {
-        this.checkEdges(node, r);
-        return;
-      }
-      this.endBackward(node, inputs);
+    if (!r) {
+      if (this.ended.has(node.blockTag)) throw new BlocksNotReusable("a node of a recorded block's backward ran after another block's");
+      return;
     }
-    if (this.checked) return;
+    // a reentrant checkpoint's backward runs inside its node's: all of it is the block's
+    if (depth > r.depth) return;
+    if (node.blockTag === r.tag || (node.param !== null && r.params.includes(node.param))) this.checkEdges(node, r);
+    else this.endBackward(node, inputs);
+  }
+
+  /** The engine is about to apply `node`: the backward of a block this pass records begins with it. */
+  beginning(node: Node, inputs: readonly (Tensor | null)[], depth: number): void {
+    if (this.recording || this.checked) return;
     const forward = !this.backward ? this.lastForward : this.firstForward;
     if (forward && node === forward.out.gradFn) this.beginBackward(node, inputs, depth, forward);
   }
 
   finished(): void {
-    this.rt.autograd.listener = null;
     if (this.recording) throw new BlocksNotReusable('the backward ended inside a recorded block');
-    if (this.backward && !this.checked) throw new BlocksNotReusable("block 1's backward was not compared with the replayed one");
+    if (this.backward && !this.checked) throw new BlocksNotReusable(`block ${this.first}'s backward was not compared with the replayed one`);
   }
 
   private beginBackward(node: Node, inputs: readonly (Tensor | null)[], depth: number, forward: ForwardRun): void {
@@ -402,6 +482,7 @@ export class BlockPass {
   private endBackward(next: Node, inputs: readonly (Tensor | null)[]): void {
     const r = this.recording!;
     this.recording = null;
+    this.ended.add(r.tag);
     const { cuda } = this.rt;
     cuda.observer = r.observer;
     const rec = r.rec;
@@ -429,7 +510,7 @@ export class BlockPass {
       let views = 0;
       for (let impl: TensorImpl | null = p.grad.impl; impl; impl = impl.base, views++) if (impl.refs !== 1 || impl.storage !== p.grad.storage) rec.failure ??= 'a gradient with other references';
       const k = rec.indexOf(p.grad.storage);
-      if (k < rec.forwardCount || p.grad.storage.refs !== views) rec.failure ??= 'a gradient not made in the backward';
+      if (k < rec.forwardCount || p.grad.storage.refs !== views) rec.failure ??= `a gradient not made in the backward (${p.name}: ${p.grad.storage.label}, ${k}, ${p.grad.storage.refs} references, ${views} views)`;
       grads.push(j, k, views);
     });
     for (const k of rec.ownStorages.keys()) {
@@ -449,11 +530,11 @@ export class BlockPass {
       return;
     }
     const t = this.backward;
-    const from = this.reuse.name(this.count - 2);
-    const to = this.reuse.name(1);
+    const from = this.reuse.name(this.last);
+    const to = this.reuse.name(this.first);
     const sameRenames = t.renamed.size === renamed.size && [...t.renamed].every(([k, [label, c]]) => renamed.get(k)?.[1] === c && renamed.get(k)?.[0] === relabel(label, from, to));
     if (!sameRecording(t, recording) || !sameNames(namesFor(t, from, to), recording) || t.forwardCount !== recording.forwardCount || !equalArrays(t.grads, recording.grads) || t.output !== recording.output || !sameRenames) {
-      throw new BlocksNotReusable("block 1's backward differs from the replayed one");
+      throw new BlocksNotReusable(`block ${this.first}'s backward differs from the replayed one`);
     }
     this.checked = true;
   }

@@ -7,7 +7,7 @@
 import { Autocast, type AutocastDType } from '../ops/autocast.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { BlockPass, type BlockReuse } from './block-reuse.ts';
+import { BlockPasses, type BlockReuse } from './block-reuse.ts';
 
 export type Checkpointing = false | 'non_reentrant' | 'reentrant';
 
@@ -47,7 +47,7 @@ export function runBlocks(
   const autocastDType = rt.autocast?.dtype ?? null;
   const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
   // Note [Reused blocks]: where every block is the same, most replay a recording of another's requests
-  const pass = BlockPass.of(rt, count, reuse);
+  const pass = BlockPasses.of(rt, count, reuse);
   let h = x;
   for (let i = 0; i < count; i++) {
     const run = (input: Tensor) => block(input, i);

@@ -20,6 +20,7 @@ import { layerNorm } from '../ops/norm.ts';
 import { activation } from '../ops/pointwise.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import type { BlockReuse } from './block-reuse.ts';
 import { runBlocks } from './checkpointing.ts';
 import type { ParameterSpec, TrainableModel } from './model.ts';
 import type { VisionOptions } from './torchvision.ts';
@@ -44,7 +45,10 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
   const p = (name: string, shape: number[]) => params.push({ name, shape, dtype });
   p('conv_proj.weight', [e, 3, arch.patch, arch.patch]);
   p('conv_proj.bias', [e]);
+  /** Each layer's parameters, as [first, end) of `params` (Note [Reused blocks]: a layer's weights). */
+  const layerParams: [number, number][] = [];
   for (let i = 0; i < arch.layers; i++) {
+    const first = params.length;
     const l = `encoder.layers.encoder_layer_${i}`;
     p(`${l}.ln_1.weight`, [e]);
     p(`${l}.ln_1.bias`, [e]);
@@ -58,6 +62,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
     p(`${l}.mlp.0.bias`, [arch.mlp]);
     p(`${l}.mlp.3.weight`, [e, arch.mlp]);
     p(`${l}.mlp.3.bias`, [e]);
+    layerParams.push([first, params.length]);
     named.push(
       ...['ln_1.weight', 'ln_1.bias', 'self_attention.in_proj_weight', 'self_attention.in_proj_bias', 'self_attention.out_proj.weight', 'self_attention.out_proj.bias'].map((n) => `${l}.${n}`),
       ...['ln_2.weight', 'ln_2.bias', 'mlp.0.weight', 'mlp.0.bias', 'mlp.3.weight', 'mlp.3.bias'].map((n) => `${l}.${n}`),
@@ -72,6 +77,13 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
   named.push('encoder.ln.weight', 'encoder.ln.bias', 'heads.head.weight', 'heads.head.bias');
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
+  // Note [Reused blocks]: every encoder layer runs the same code on the same shapes, but the first, whose input is
+  // not a residual sum
+  const reuse: BlockReuse = {
+    kind: (i) => (i === 0 ? 'first' : 'encoder_layer'),
+    name: (i) => `encoder.layers.encoder_layer_${i}`,
+    weights: (i) => params.slice(...layerParams[i]!).map((spec) => w(spec.name)),
+  };
 
   function encoderLayer(rt: Runtime, input: Tensor, i: number): Tensor {
     const { cuda } = rt;
@@ -127,7 +139,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
       cuda.release(tokens);
       // `x = self.encoder(x)`: the caller's x (the cat) lives until the encoder returns
       const withPos = addTensors(rt, joined, w('encoder.pos_embedding'), 'input + pos_embedding');
-      const h = runBlocks(rt, withPos, arch.layers, checkpointing, (x, i) => encoderLayer(rt, x, i));
+      const h = runBlocks(rt, withPos, arch.layers, checkpointing, (x, i) => encoderLayer(rt, x, i), [], reuse);
       const normed = layerNorm(rt, h, w('encoder.ln.weight'), w('encoder.ln.bias'), 'encoder.ln', { inputContiguous: false });
       cuda.release(h);
       cuda.release(joined);

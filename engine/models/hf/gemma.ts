@@ -25,6 +25,7 @@ import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
+import type { BlockReuse } from '../block-reuse.ts';
 import { runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
@@ -46,7 +47,10 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   // Gemma 2 has it too in transformers 5.17 (Gemma2Model: `Gemma2TextScaledWordEmbedding(...,
   // embed_scale=hidden_size**0.5)`): its recordings move a 2-byte tensor to the GPU right after the embedding's weight
   p('model.embed_tokens.embed_scale', [], dtype, true);
+  /** Each layer's parameters, as [first, end) of `params` (Note [Reused blocks]: a layer's weights). */
+  const layerParams: [number, number][] = [];
   for (let i = 0; i < cfg.layers; i++) {
+    const first = params.length;
     const l = `model.layers.${i}`;
     lin(`${l}.self_attn.q_proj`, cfg.heads * hd, cfg.hidden, cfg.attentionBias);
     lin(`${l}.self_attn.k_proj`, cfg.kvHeads * hd, cfg.hidden, cfg.attentionBias);
@@ -60,6 +64,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     lin(`${l}.mlp.up_proj`, cfg.intermediate, cfg.hidden, false);
     lin(`${l}.mlp.down_proj`, cfg.hidden, cfg.intermediate, false);
     for (const norm of ['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm']) p(`${l}.${norm}.weight`, [cfg.hidden]);
+    layerParams.push([first, params.length]);
   }
   p('model.norm.weight', [cfg.hidden]);
   // the rotary buffers are fp32 whatever the model's dtype (`torch.arange(...).float()`)
@@ -82,6 +87,13 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   const useCache = cfg.useCache && !checkpointing;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
+  // Note [Reused blocks]: sliding and global layers are two kinds, each of which runs one code on one shape
+  const reuse: BlockReuse = {
+    kind: (i) => cfg.layerTypes[i] ?? '',
+    name: (i) => `model.layers.${i}`,
+    weights: (i) => params.slice(...layerParams[i]!).map((spec) => w(spec.name)),
+    kept: cache,
+  };
   // create_sliding_window_causal_mask: SDPA gets no mask below the window (`_ignore_causal_mask_sdpa`), a boolean
   // one from the window on (the sliding layers only; global layers stay causal through is_causal)
   const windowMask = cfg.layerTypes.includes('sliding_attention') && seqLen >= cfg.slidingWindow;
@@ -285,7 +297,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       const maskOf = (i: number) => (cfg.layerTypes[i] === 'sliding_attention' ? sliding : full);
       // each layer's call gets its own kind's mask and rotary pair (`causal_mask_mapping[layer.attention_type]`)
       const held = (i: number) => [maskOf(i), ...ropeOf(i), positions];
-      let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held);
+      let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held, reuse);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);
       hidden = normed;

@@ -2,10 +2,10 @@
  * Note [Reused blocks] (engine/models/block-reuse.ts): a simulation whose repeated blocks replay recordings of
  * other blocks gives what the simulation running every block's code gives: every field, with peak details (what is
  * live at the peak, by label) and without (as a search's trial runs), the timeline event by event. On every
- * calibration plan of a family that reuses its layers (GPT-2, BERT and the Llama family), made 7 layers deep (blocks 2 to
- * 4 replayed), and on the boundary suite's at and above their largest batch; then under caps that run out of memory
- * inside replayed blocks' forwards and backwards, some inside frames that free memory as they unwind (left to the
- * simulation without reuse).
+ * calibration plan of a family that reuses its layers (GPT-2, BERT, Gemma, ViT and the Llama family), made 11 layers
+ * deep (blocks 2 to 8 replayed; Gemma's sliding and global layers each a kind of their own), and on the boundary
+ * suite's at and above their largest batch; then under caps that run out of memory inside replayed blocks'
+ * forwards and backwards, some inside frames that free memory as they unwind (left to the simulation without reuse).
  */
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { CachingAllocator, OutOfMemoryError } from '../../../engine/allocator/caching-allocator.ts';
@@ -62,11 +62,11 @@ function compare(plan: Plan, peakDetails = false): { reused: boolean; fits: bool
 
 /**
  * The plan with `layers` decoder layers (a pasted config's num_hidden_layers, GPT-2's n_layer; per-layer lists
- * repeated); a preset as it is (its published depth).
+ * repeated); a preset or a torchvision model as it is (its published depth).
  */
 function deeper(plan: Plan, layers: number): Plan | null {
   const m = plan.model;
-  if ('preset' in m) return plan;
+  if ('preset' in m || 'torchvision' in m) return plan;
   if (!('hf_config' in m)) return null;
   const key = m.hf_config.model_type === 'gpt2' ? 'n_layer' : 'num_hidden_layers';
   const cfg: Record<string, unknown> = { ...m.hf_config, [key]: layers };
@@ -79,9 +79,9 @@ function deeper(plan: Plan, layers: number): Plan | null {
 
 describe('reused blocks give the simulation that runs every block, field for field', () => {
   for (const { name, m } of calibrationRuns) {
-    it(`calibration: ${name}, 7 layers deep, with peak details and without`, () => {
+    it(`calibration: ${name}, 11 layers deep, with peak details and without`, () => {
       const simulated = simulatedPlan(m);
-      const plan = simulated && deeper(simulated, 7);
+      const plan = simulated && deeper(simulated, 11);
       if (!plan) return;
       if (compare(plan).reused) plansReused++;
       if (compare(plan, true).reused) plansReusedWithDetails++;
@@ -109,7 +109,7 @@ describe('out of memory inside replayed blocks', () => {
     // activations far above weights: the forward runs out, in replayed blocks
     { label: 'Qwen3, 8 layers, fp32, no checkpointing, no KV cache', config: { model_type: 'qwen3', hidden_size: 512, intermediate_size: 1536, num_hidden_layers: 8, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 64, vocab_size: 32000, max_position_embeddings: 4096, use_cache: false }, training: { batch_size: 8, seq_len: 512, precision: 'fp32' } },
     // its MoE block's Python frames free their locals on an exception: left to the simulation without reuse
-    { label: 'Mixtral, 8 layers, bf16, no KV cache', config: { model_type: 'mixtral', hidden_size: 512, intermediate_size: 1024, num_hidden_layers: 8, num_attention_heads: 8, num_key_value_heads: 4, num_local_experts: 4, num_experts_per_tok: 2, vocab_size: 32000, max_position_embeddings: 4096, use_cache: false }, training: { batch_size: 4, seq_len: 512, precision: 'bf16' } },
+    { label: 'Mixtral, 12 layers, bf16, no KV cache', config: { model_type: 'mixtral', hidden_size: 512, intermediate_size: 1024, num_hidden_layers: 12, num_attention_heads: 8, num_key_value_heads: 4, num_local_experts: 4, num_experts_per_tok: 2, vocab_size: 32000, max_position_embeddings: 4096, use_cache: false }, training: { batch_size: 4, seq_len: 512, precision: 'bf16' } },
   ];
   for (const c of cases) {
     it(c.label, () => {
@@ -163,15 +163,16 @@ describe('layers that are not all the same', () => {
 
 describe('recordings that differ are not replayed (BlocksNotReusable)', () => {
   /**
-   * Six blocks `out = f(x, w_i)` of hand-written ops, their storages labelled `block i ...`; `extra(i, phase)` adds
-   * a temporary in block i's forward or backward; `name`: the module path the reuse is told.
+   * Eight blocks `out = f(x, w_i)` of hand-written ops, their storages labelled `block i ...`; `extra(i, phase)`
+   * adds a temporary in block i's forward or backward; `name`: the module path the reuse is told. Blocks 1 to 6 are
+   * of one kind (0 and 7 have no neighbour on one side): 1, 2, 5 and 6 run their code, 3 and 4 replay.
    */
   function run(extra: (i: number, phase: 'forward' | 'backward') => boolean, name = (i: number) => `block ${i}`) {
     const allocator = new CachingAllocator({ config: parseAllocatorConf('', 'conf'), device: new SimulatedDevice(80 * 2 ** 30), totalGlobalMemBytes: 80 * 2 ** 30, nonPyTorchBytes: 0 });
     const cuda = new CudaDevice(allocator, { cublasBytes: 0, cublasLtBytes: 0 }, { multiProcessorCount: 132, maxThreadsPerMultiProcessor: 2048 });
     const autograd = new Autograd(cuda);
     const rt = { cuda, autograd, autocast: null, reuseBlocks: true };
-    const weights = Array.from({ length: 6 }, (_, i) => new Parameter(`block ${i}.w`, cuda.empty([1024], 'float32', `block ${i}.w`, 'parameter'), cuda).tensor);
+    const weights = Array.from({ length: 8 }, (_, i) => new Parameter(`block ${i}.w`, cuda.empty([1024], 'float32', `block ${i}.w`, 'parameter'), cuda).tensor);
     const block = (x: Tensor, i: number) => {
       if (extra(i, 'forward')) cuda.release(cuda.empty([4096], 'float32', `block ${i} extra`));
       const saved = autograd.saveInputs(true, [x, weights[i]!]);
@@ -184,27 +185,27 @@ describe('recordings that differ are not replayed (BlocksNotReusable)', () => {
     };
     const input = cuda.empty([1024], 'float32', 'input');
     const reuse = { kind: () => 'block', name, weights: (i: number) => [weights[i]!] };
-    const out = runBlocks(rt, input, 6, false, block, [], reuse);
+    const out = runBlocks(rt, input, 8, false, block, [], reuse);
     const grad = cuda.empty([1024], 'float32', 'ones');
     autograd.backward(out, grad);
     return weights.map((w) => w.leaf!.grad !== null);
   }
 
-  it('the same blocks replay: blocks 2 and 3, every weight gets its gradient', () => {
+  it('the same blocks replay: blocks 3 and 4, every weight gets its gradient', () => {
     const before = blockReuseCounts.replayedForwards;
-    expect(run(() => false)).toEqual([true, true, true, true, true, true]);
+    expect(run(() => false)).toEqual(Array(8).fill(true));
     expect(blockReuseCounts.replayedForwards - before).toBe(2);
   });
 
-  it("block count - 2's forward differs from block 1's: refused at once", () => {
-    expect(() => run((i, phase) => i === 4 && phase === 'forward')).toThrow(/block 4's forward differs from block 1's/);
+  it("block 5's forward differs from block 2's (the template): refused at once", () => {
+    expect(() => run((i, phase) => i === 5 && phase === 'forward')).toThrow(/block 5's forward differs from block 2's/);
   });
 
-  it("block 1's backward differs from block count - 2's: refused when it ends", () => {
-    expect(() => run((i, phase) => i === 1 && phase === 'backward')).toThrow(/block 1's backward differs from the replayed one/);
+  it("block 2's backward differs from block 5's (the template): refused when it ends", () => {
+    expect(() => run((i, phase) => i === 2 && phase === 'backward')).toThrow(/block 2's backward differs from the replayed one/);
   });
 
   it('labels that name the block otherwise than its module path: refused (a replay could not name its storages)', () => {
-    expect(() => run(() => false, (i) => `layer ${i}`)).toThrow(/block 4's forward differs from block 1's/);
+    expect(() => run(() => false, (i) => `layer ${i}`)).toThrow(/block 5's forward differs from block 2's/);
   });
 });
