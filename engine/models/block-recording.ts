@@ -13,9 +13,13 @@ export class BlocksNotReusable extends Error {
     super(`blocks not reused: ${why}`);
     this.name = 'BlocksNotReusable';
     blockReuseCounts.notReusable++;
-    blockReuseCounts.reasons.set(why, (blockReuseCounts.reasons.get(why) ?? 0) + 1);
+    const reasons = blockReuseCounts.reasons;
+    if (reasons.has(why) || reasons.size < kReasonsKept) reasons.set(why, (reasons.get(why) ?? 0) + 1);
   }
 }
+
+/** Reasons counted at most (each names a label: a long-lived worker would gather them without end). */
+const kReasonsKept = 100;
 
 /** Blocks replayed and passes given up in this process, and why (what the tests read). */
 export const blockReuseCounts = { replayedForwards: 0, replayedBackwards: 0, notReusable: 0, reasons: new Map<string, number>() };
@@ -127,6 +131,8 @@ export class BlockRecorder implements StorageObserver {
   /** The block's input, the tensors its call was passed, and in a backward the incoming gradient. */
   readonly externals: readonly Tensor[];
   private readonly forward: { storages: readonly Storage[]; firstSerial: number } | null;
+  /** A backward: the externals are watched for the block letting go of them. */
+  private readonly watching: boolean;
 
   /**
    * `watch` (a backward): per external, the reference count at which the block has let go of it (null: it held
@@ -146,8 +152,6 @@ export class BlockRecorder implements StorageObserver {
     });
   }
 
-  /** A backward: the externals are watched for the block letting go of them. */
-  private readonly watching: boolean;
 
   get forwardCount(): number {
     return this.forward?.storages.length ?? 0;

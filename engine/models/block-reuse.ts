@@ -51,7 +51,7 @@ type BlockParameters = readonly (Parameter | null)[];
 export class ReplayedBlock extends Node {
   readonly name = 'ReplayedBlockBackward';
 
-  private readonly pass: BlockPass;
+  private readonly pass: BlockKindPass;
   /** The block's storages: its forward's, then (while its backward replays) the backward's own. */
   private readonly storages: Storage[];
   /** The block's references to the storages its forward left (null: none), by index. */
@@ -62,7 +62,7 @@ export class ReplayedBlock extends Node {
   /** The block's index in the run. */
   private readonly index: number;
 
-  constructor(seq: number, inputEdge: Edge | null, pass: BlockPass, index: number, storages: Storage[], own: (Tensor | null)[], holds: (Tensor | null)[], params: BlockParameters) {
+  constructor(seq: number, inputEdge: Edge | null, pass: BlockKindPass, index: number, storages: Storage[], own: (Tensor | null)[], holds: (Tensor | null)[], params: BlockParameters) {
     super(seq, [inputEdge], 1);
     this.pass = pass;
     this.index = index;
@@ -162,26 +162,28 @@ interface BackwardRun {
   forward: ForwardRun;
   /** The observer listening before the recording. */
   observer: StorageObserver | null;
+  /** `CudaDevice.convPlanRuns` when the backward began. */
+  convPlanRuns: number;
 }
 
 /** Tags of the blocks recorded, unique across runs of blocks (Autograd.blockTag). */
 let nextTag = 1;
 
 /**
- * A run of blocks (runBlocks) whose blocks of one kind are reused (this Note): a BlockPass per kind with enough
+ * A run of blocks (runBlocks) whose blocks of one kind are reused (this Note): a BlockKindPass per kind with enough
  * blocks (Gemma's sliding and global layers are two kinds), heard by autograd as one listener.
  */
 export class BlockPasses {
   private readonly rt: Runtime;
-  private readonly passes: BlockPass[];
+  private readonly passes: BlockKindPass[];
   /** Each reused block's pass, by its index. */
-  private readonly byBlock = new Map<number, BlockPass>();
+  private readonly byBlock = new Map<number, BlockKindPass>();
 
   private constructor(rt: Runtime, groups: number[][], reuse: BlockReuse) {
     this.rt = rt;
     const tagBase = nextTag;
     nextTag += groups.reduce((n, g) => Math.max(n, ...g), 0) + 1;
-    this.passes = groups.map((members) => new BlockPass(rt, members, reuse, tagBase));
+    this.passes = groups.map((members) => new BlockKindPass(rt, members, reuse, tagBase));
     this.passes.forEach((pass, k) => {
       for (const i of groups[k]!) this.byBlock.set(i, pass);
     });
@@ -245,7 +247,7 @@ export class BlockPasses {
  * recordings, and the replayed blocks' nodes. `members`: the blocks' indices in the run, in order; the first two
  * and the last two (by position among the members: `first` is the second, `last` the second to last) run their code.
  */
-export class BlockPass {
+export class BlockKindPass {
   private template: ForwardRecording | null = null;
   /** Blocks 1 and count - 2's forwards (their backwards index their storages). */
   private firstForward: ForwardRun | null = null;
@@ -270,7 +272,7 @@ export class BlockPass {
   private readonly first: number;
   private readonly last: number;
 
-  /** Whether the storages' labels are read (peak details): replays then name their block. */
+  /** Whether the storages' labels are read (peak details, a recorded run): replays then name their block. */
   private readonly labelled: boolean;
 
   constructor(rt: Runtime, members: readonly number[], reuse: BlockReuse, tagBase: number) {
@@ -280,7 +282,7 @@ export class BlockPass {
     this.count = members.length;
     this.first = members[1]!;
     this.last = members[members.length - 2]!;
-    this.labelled = rt.cuda.recordStorages;
+    this.labelled = rt.blockLabels ?? rt.cuda.recordStorages;
     this.tagBase = tagBase;
   }
 
@@ -303,7 +305,7 @@ export class BlockPass {
     const cachedBefore = this.rt.autocast?.cachedCount ?? 0;
     const withoutGradBefore = autograd.reentrantBlocksWithoutGrad;
     const keptBefore = this.reuse.kept?.length ?? 0;
-    const convPlansBefore = cuda.convPlans.size;
+    const convPlanRunsBefore = cuda.convPlanRuns;
     const observer = cuda.observer;
     const rec = new BlockRecorder(cuda, observer, externals, null, null);
     cuda.observer = rec;
@@ -320,8 +322,9 @@ export class BlockPass {
     if (k < 0 || out.impl.base !== null || out.impl.refs !== 1 || out.storage.refs !== 1) rec.failure ??= "the block's output is not a tensor of its own";
     const holds = externals.map((t, j) => t.impl.refs - before[j]!);
     if (holds.some((h) => h < 0)) rec.failure ??= 'the block let go of a reference it was given';
-    // cuDNN's plan fallback asks the allocator (Note [Replayed steps]): a block with convolutions is not replayed
-    if (cuda.convPlans.size !== convPlansBefore) rec.failure ??= 'convolutions in the block';
+    // cuDNN's plan fallback asks the allocator, a cached plan's too (Note [Replayed steps]): a block with
+    // convolutions is not replayed
+    if (cuda.convPlanRuns !== convPlanRunsBefore) rec.failure ??= 'convolutions in the block';
     // what holders outside the block keep of it: the autocast cache's casts of its weights, the model's list
     const weights = this.reuse.weights(i);
     const entry = (t: Tensor, weight: number): OutsideEntry => {
@@ -465,6 +468,7 @@ export class BlockPass {
       hadGrad: forward.params.map((p) => p !== null && p.grad !== null),
       forward,
       observer,
+      convPlanRuns: cuda.convPlanRuns,
     };
     this.checkEdges(node, this.recording);
   }
@@ -498,6 +502,7 @@ export class BlockPass {
       if (output < rec.forwardCount) rec.failure ??= 'the gradient passed on is not a storage of the backward';
     }
     rec.checkDrops(true, output === -1 ? incomingIndex : -1);
+    if (cuda.convPlanRuns !== r.convPlanRuns) rec.failure ??= 'convolutions in the block';
     // the backward frees every storage the forward left that the block holds, and none that only holders outside it do
     const fwd = r.forward;
     const freed = new Set(rec.ops.filter((op) => (op & 3) === kFree).map((op) => op >> 2));

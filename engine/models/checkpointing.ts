@@ -46,7 +46,7 @@ export function runBlocks(
   const heldBy = (i: number) => (typeof closure === 'function' ? closure(i) : closure).filter((t): t is Tensor => t !== null);
   const autocastDType = rt.autocast?.dtype ?? null;
   const rerun = (body: () => Tensor) => rerunUnderAutocast(rt, autocastDType, body);
-  // Note [Reused blocks]: where every block is the same, most replay a recording of another's requests
+  // Note [Reused blocks]: of the blocks of one kind, all but two at each end replay a recording of another's requests
   const pass = BlockPasses.of(rt, count, reuse);
   let h = x;
   for (let i = 0; i < count; i++) {

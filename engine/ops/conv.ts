@@ -166,6 +166,7 @@ function fallbackWorkspaces(spec: Conv2dSpec, x: Tensor, outNumel: number, dtype
  */
 function runConvPlan(rt: Runtime, key: string, usual: readonly number[], fallback: PlanFallback | null, label: string): void {
   const { cuda } = rt;
+  cuda.convPlanRuns++;
   const run = (sizes: readonly number[]) => {
     const held: Tensor[] = [];
     try {

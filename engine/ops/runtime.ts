@@ -10,4 +10,6 @@ export interface Runtime {
   autocast: Autocast | null;
   /** Replay repeated blocks where that is exact (Note [Reused blocks], models/block-reuse.ts). */
   reuseBlocks?: boolean;
+  /** Whether replayed blocks' storages are read by their labels (peak details, a recorded run); default: peak details. */
+  blockLabels?: boolean;
 }

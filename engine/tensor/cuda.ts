@@ -53,6 +53,8 @@ export class CudaDevice {
   convWorkspacesEstimated = false;
   /** The cuDNN convolution plan (its workspace sizes) that ran for each convolution, as PyTorch's benchmark cache keeps it. */
   readonly convPlans = new Map<string, readonly number[]>();
+  /** cuDNN convolution plans run so far (cached or not): a block that runs one is not replayed (Note [Reused blocks]). */
+  convPlanRuns = 0;
   /** What the simulated program is doing: 'load', 'forward', 'backward', 'optimizer', 'zero_grad'. */
   get phase(): string {
     return this.currentPhase;

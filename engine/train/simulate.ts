@@ -242,6 +242,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   // reentrant checkpointed blocks whose input needs no gradient, in the first forward (a replayed run's recording)
   let blocksWithoutGrad: number | null = recorded ? recorded.reentrantBlocksWithoutGrad : null;
   let runRecorder: StepRecorder | null = key !== null && !recorded && (options.recordRun ?? options.peakDetails !== false) ? new StepRecorder(cuda) : null;
+  // a recorded run's storages keep their labels for the runs that replay it (Note [Replayed runs])
+  if (runRecorder) rt.blockLabels = true;
   try {
     cuda.phase = 'load';
     cuda.observer = runRecorder;

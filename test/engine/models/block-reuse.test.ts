@@ -3,7 +3,7 @@
  * other blocks gives what the simulation running every block's code gives: every field, with peak details (what is
  * live at the peak, by label) and without (as a search's trial runs), the timeline event by event. On every
  * calibration plan of a family that reuses its layers (GPT-2, BERT, Gemma, ViT and the Llama family), made 11 layers
- * deep (blocks 2 to 8 replayed; Gemma's sliding and global layers each a kind of their own), and on the boundary
+ * deep (layers 1 to 9 of one kind, 3 to 7 replayed; Gemma's sliding and global layers each a kind of their own), and on the boundary
  * suite's at and above their largest batch; then under caps that run out of memory inside replayed blocks'
  * forwards and backwards, some inside frames that free memory as they unwind (left to the simulation without reuse).
  */
@@ -15,7 +15,7 @@ import { Autograd, Parameter } from '../../../engine/autograd/engine.ts';
 import { runBlocks } from '../../../engine/models/checkpointing.ts';
 import { CudaDevice } from '../../../engine/tensor/cuda.ts';
 import type { Tensor } from '../../../engine/tensor/tensor.ts';
-import { BlockPass, BlocksNotReusable, ReplayedBlock, blockReuseCounts } from '../../../engine/models/block-reuse.ts';
+import { BlockKindPass, BlocksNotReusable, ReplayedBlock, blockReuseCounts } from '../../../engine/models/block-reuse.ts';
 import { parsePlan } from '../../../engine/plan/parse.ts';
 import type { Plan } from '../../../engine/plan/schema.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
@@ -27,7 +27,7 @@ import { calibrationRuns, simulatedPlan } from '../train/calibration-plans.ts';
 /** Every event of the timeline. */
 const kAllEvents = 2 ** 31;
 
-const forwards = vi.spyOn(BlockPass.prototype, 'replayForward');
+const forwards = vi.spyOn(BlockKindPass.prototype, 'replayForward');
 const backwards = vi.spyOn(ReplayedBlock.prototype, 'apply');
 
 let plansReused = 0;
@@ -144,10 +144,10 @@ describe('layers that are not all the same', () => {
   const plan = (training: Record<string, unknown>) => parsePlan({ format: 'memplan.plan', version: 1, name: 'layers', model: { hf_config: small }, training: { batch_size: 2, seq_len: 256, precision: 'bf16', ...training }, gpu: { name: 'h100-sxm' } });
   const lora = (targets: string[]) => ({ r: 8, alpha: 16, dropout: 0, target_modules: targets });
   // a layer whose weights train otherwise (frozen, or another LoRA adapter) records another graph: its weights' key
-  // differs (BlockPass.of), and no layer is replayed
+  // differs (BlockPasses.of), and no layer is replayed
   it.each([
     ['layers 1 and 5 frozen (the recorded ones)', { freeze: ['model.layers.1.*', 'model.layers.5.*'] }],
-    ['layer 3 frozen (a replayed one), checkpointing', { freeze: ['model.layers.3.*'], activation_checkpointing: true }],
+    ['layer 3 frozen (a middle one), checkpointing', { freeze: ['model.layers.3.*'], activation_checkpointing: true }],
     ["LoRA on q_proj and layer 3's v_proj", { lora: lora(['q_proj', 'layers.3.self_attn.v_proj']) }],
   ])('%s: every layer runs its code', (_, training) => {
     expect(compare(plan(training)).reused).toBe(false);
@@ -158,6 +158,20 @@ describe('layers that are not all the same', () => {
     expect(compare(p).reused).toBe(true);
     const notes = simulate(p, { device: planGpu(p), timelinePoints: 0 }).notes;
     expect(notes).toContainEqual({ id: 'checkpoint_inputs_no_grad', blocks: 7 });
+  });
+});
+
+describe('a run recorded without peak details', () => {
+  it("names the replayed blocks' storages for the simulation that replays it with them (Note [Replayed runs])", () => {
+    const config = { model_type: 'llama', hidden_size: 256, intermediate_size: 688, num_hidden_layers: 9, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 4096, max_position_embeddings: 2048 };
+    const plan = parsePlan({ format: 'memplan.plan', version: 1, name: 'recorded', model: { hf_config: config }, training: { batch_size: 16, seq_len: 512, precision: 'fp32' }, gpu: { name: 'h100-sxm' } });
+    const device = planGpu(plan);
+    forgetRecordedRuns();
+    const full = simulate(plan, { device, reuseBlocks: false, recordRun: false });
+    simulate(plan, { device, peakDetails: false, timelinePoints: 0, recordRun: true });
+    const replayed = simulate(plan, { device });
+    expect(replayed.largest_at_peak).toEqual(full.largest_at_peak);
+    expect(replayed).toEqual(full);
   });
 });
 
