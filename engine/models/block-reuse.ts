@@ -292,10 +292,6 @@ export class BlockKindPass {
     return p >= kRealAtEachEnd && p < this.count - kRealAtEachEnd;
   }
 
-  private paramsOf(i: number): BlockParameters {
-    return this.reuse.weights(i).map((t) => t.leaf);
-  }
-
   /** Runs block i's code (`run`), recording its forward where this Note needs it. */
   runForward(i: number, input: Tensor, externals: readonly Tensor[], run: () => Tensor): Tensor {
     const { cuda, autograd } = this.rt;
@@ -364,7 +360,7 @@ export class BlockKindPass {
       graph: out.gradFn !== null,
       withoutGrad: autograd.reentrantBlocksWithoutGrad - withoutGradBefore,
     };
-    const forward: ForwardRun = { recording, storages: rec.ownStorages, firstSerial: rec.firstOwnSerial, input, externals, holdCounts: holds, out, params: this.paramsOf(i) };
+    const forward: ForwardRun = { recording, storages: rec.ownStorages, firstSerial: rec.firstOwnSerial, input, externals, holdCounts: holds, out, params: weights.map((w) => w.leaf) };
     if (i === this.first) {
       this.template = recording;
       this.firstForward = forward;
@@ -397,7 +393,7 @@ export class BlockKindPass {
     for (const c of t.kept) this.reuse.kept!.push(new Tensor(c.shape, c.dtype, new TensorImpl(storages[c.k]!, null)));
     const out = new Tensor(t.outputShape, t.outputDType, new TensorImpl(storages[t.output]!, null));
     if (t.graph) {
-      out.gradFn = new ReplayedBlock(autograd.nextSequenceNr(), autograd.edge(input), this, i, storages, own, holds, this.paramsOf(i));
+      out.gradFn = new ReplayedBlock(autograd.nextSequenceNr(), autograd.edge(input), this, i, storages, own, holds, weights.map((w) => w.leaf));
       out.outputSlot = 0;
     }
     return out;
