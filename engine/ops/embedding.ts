@@ -13,6 +13,7 @@
  */
 import { DTYPE_BYTES } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { cubTileStateTempBytes, kScanTileItems, kUniqueByKeyTileItems, radixSortTempBytes } from './cub.ts';
 import type { Runtime } from './runtime.ts';
 
 /** `num_indices <= 3072 && !scale_grad_by_freq` takes the direct kernel (Embedding.cu). */
@@ -21,48 +22,6 @@ const kDirectKernelMaxIndices = 3072;
 const kRowsPerThread = 10;
 /** Bytes of the int64 indices and offsets the backward works on. */
 const kIndexBytes = 8;
-/**
- * Items per tile of the two single-pass CUB algorithms the backward runs (CCCL 3.0, as CUDA 13.0 ships it, on sm90):
- * `DeviceScan::ExclusiveScan` with PyTorch's own `SumOp` over int64 (`at::cuda::cub::exclusive_sum`), which no sm90
- * tuning matches, so the default policy, 128 threads x 15 items scaled for 8-byte items to 7 (`MemBoundScaling`);
- * `DeviceSelect::UniqueByKey` of int64 keys with int64 values, the sm90 tuning's 640 threads x 7 items.
- */
-const kScanTileItems = 896;
-const kUniqueByKeyTileItems = 4480;
-
-/**
- * CUB's temporary storage for a single-pass algorithm over `items` items: the tile states (one 16-byte descriptor
- * per tile plus 32 of padding), laid out by `AliasTemporaries` (each piece rounded up to 256 B, plus 255 B of slack)
- * inside the tile state and once more by the dispatch. Measured on the H100: the scan's 1,279 B up to 14,336 items
- * (N = 4096 and 16,384 over an 8,192-row table), 1,535 B at 26,624 and 27,648 items (Phi-3 mini at batch 26 and 27:
- * phi3_mini_bf16_ckpt_adamw_s1024_b27_cap40g); unique_by_key's 1,279 B at 27,648 keys.
- */
-function cubTileStateTempBytes(items: number, tileItems: number): number {
-  return roundUp(16 * (32 + Math.ceil(items / tileItems)), 256) + 511;
-}
-
-const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
-
-/**
- * CUB's onesweep radix sort of N int64 key/value pairs over all 64 key bits (`radix_sort_pairs` passes no bit
- * count) on sm90 (`dispatch_radix_sort.cuh`, Policy900: tile 384 threads x 12 items, 8 passes of 8 bits):
- * bins, look-back, its own key and value buffers (it may not overwrite its inputs), counters; each rounded to
- * 256 B, plus 255 B of alignment slack. `keyBits`: a sort over fewer bits (index_put's, `get_num_bits` of the
- * largest index) makes one pass per 8 of them (measured: 71,167 B for 4,096 pairs over 12 or 13 bits,
- * test/fixtures/calibration/mixtral_4l_*).
- */
-export function radixSortTempBytes(n: number, keyBits = 64): number {
-  const passes = Math.ceil(keyBits / 8);
-  const radixDigits = 256;
-  const tile = 384 * 12;
-  const bins = passes * radixDigits * 8;
-  const lookback = Math.ceil(n / tile) * radixDigits * 4;
-  const keys = n * kIndexBytes;
-  const values = n * kIndexBytes;
-  const counters = passes * 4;
-  return [bins, lookback, keys, values, counters].reduce((s, b) => s + roundUp(b, 256), 0) + 255;
-}
-
 /** `indicesContiguous: false` for expanded indices (BERT's token types): backward first makes them contiguous. */
 export function embedding(rt: Runtime, weight: Tensor, ids: Tensor, label: string, indicesContiguous = true): Tensor {
   const { cuda, autograd } = rt;

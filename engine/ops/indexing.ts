@@ -6,7 +6,7 @@
  * 20,480 rows).
  */
 import type { Tensor } from '../tensor/tensor.ts';
-import { radixSortTempBytes } from './embedding.ts';
+import { radixSortTempBytes } from './cub.ts';
 import type { Runtime } from './runtime.ts';
 
 /** `torch.sort` sorts a slice of up to this many elements in one block (cuda/Sort.cpp `should_use_small_sort`). */

@@ -8,7 +8,7 @@
 import { allocatorRunFailure, parseAllocatorConf } from '../allocator/config.ts';
 import { InputError, InputIssuesError } from '../errors.ts';
 import { findGpu, type GpuCatalog } from '../gpu/catalog.ts';
-import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
+import { checkHeadPrecision, checkLastTokenBatch, resolveHfConfig, type HfConfig } from '../models/hf/config.ts';
 import type { Issue } from '../result/common.ts';
 import { issueOf, schemaIssues } from './issues.ts';
 import { limitIssues, rawLayerIssue } from './limits.ts';
@@ -54,6 +54,7 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
   }
   const resolved: HfConfig | null = hf;
   if (resolved) check(() => checkHeadPrecision(resolved, plan.training.precision));
+  if (resolved) check(() => checkLastTokenBatch(resolved, plan.training.batch_size));
   if (issues.length) return issues;
   // What simulating it implies (engine/plan/limits.ts): checked last, on a plan otherwise valid.
   return limitIssues(plan, hf);
@@ -62,7 +63,8 @@ function laterIssues(plan: Plan, options: ParsePlanOptions): Issue[] {
 /**
  * Why PyTorch itself fails the step of a valid plan's variant (advice's and compare's changes are made after the
  * plan was checked): expandable segments whose large pool maps pages of an odd number of MB (`runFailure` in
- * engine/allocator/config.ts), a regression head on half-precision weights (`checkHeadPrecision`). Null when it does not.
+ * engine/allocator/config.ts), a regression head on half-precision weights (`checkHeadPrecision`), a batch of more
+ * than one sequence for a decoder classifier without `pad_token_id` (`checkLastTokenBatch`). Null when it does not.
  */
 export function pytorchFailure(plan: Plan): string | null {
   const allocatorFailure = allocatorRunFailure(plan.allocator.conf);
@@ -72,6 +74,7 @@ export function pytorchFailure(plan: Plan): string | null {
   const resolved = resolveHfConfig(config); // a variant of a valid plan: its config resolves
   try {
     checkHeadPrecision(resolved, plan.training.precision);
+    checkLastTokenBatch(resolved, plan.training.batch_size);
     return null;
   } catch (error) {
     if (error instanceof InputError) return error.message;

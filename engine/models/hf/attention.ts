@@ -4,6 +4,7 @@
  * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
  */
 import { castLower } from '../../ops/autocast.ts';
+import { inclusiveScanTempBytes } from '../../ops/cub.ts';
 import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice, type SdpaBackend } from '../../ops/attention.ts';
 import { InputError } from '../../errors.ts';
 import { addTensors, cat, mulScalar, promote, softmax, tanh, toDType } from '../../ops/elementwise.ts';
@@ -259,8 +260,9 @@ export function slidingWindowMask(rt: Runtime, batch: number, seq: number): Tens
  * masking_utils.py `find_packed_sequence_indices(position_ids.expand(B, -1))`, run by the mask builders when there
  * is neither an attention mask nor a cache (training with gradient checkpointing): `position_ids[:, :1] - 1`,
  * `torch.diff(..., prepend=...)` (a cat of T + 1 columns, then the difference), `(diff != 1).cumsum(-1)` (the
- * bool converted to int64 for the scan), `(mask[:, -1] == 0).all()`; it returns None and its locals die.
- * Measured on the H100 (gpt2_medium_amp_fp16_ckpt_fused).
+ * bool converted to int64 for the scan; at batch 1 CUB's scan, which asks for temporary storage), `(mask[:, -1] ==
+ * 0).all()`; it returns None and its locals die. Measured on the H100 (gpt2_medium_amp_fp16_ckpt_fused; at batch 1
+ * qwen3_4l_cls_nopad_b1_amp_bf16_ckpt).
  */
 export function findPackedSequenceIndices(rt: Runtime, batch: number, seq: number): void {
   const { cuda } = rt;
@@ -271,6 +273,8 @@ export function findPackedSequenceIndices(rt: Runtime, batch: number, seq: numbe
   const notOne = cuda.empty([batch, seq], 'bool', 'packed-sequence check: diff != 1', 'temporary');
   const cumsum = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum', 'temporary');
   const asLong = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum input as int64', 'temporary');
+  // one sequence is one row: CUB's scan and its temporary storage
+  if (batch === 1) cuda.release(cuda.empty([inclusiveScanTempBytes(seq, 8)], 'uint8', 'packed-sequence check: cumsum: CUB scan', 'workspace'));
   cuda.release(asLong);
   cuda.release(notOne);
   const last = cuda.empty([batch], 'bool', 'packed-sequence check: mask[:, -1] == 0', 'temporary');

@@ -4,7 +4,7 @@
  * `problem_type` says, token classification), and the model's inputs as memplan's measurement script makes them
  * (`torch.randint(vocab, (B, T))`, used as `input_ids` and `labels`; a classifier's labels after them).
  */
-import { indexPutAccumulateScratch } from '../../ops/indexing.ts';
+import { indexPutAccumulateScratch, indexRows } from '../../ops/indexing.ts';
 import { bceWithLogitsLoss, crossEntropy, mseLoss } from '../../ops/loss.ts';
 import { activation as pointwiseActivation, dropout } from '../../ops/pointwise.ts';
 import { addScalar, addTensors, mul, mulScalar, powScalar, tanh, toDType } from '../../ops/elementwise.ts';
@@ -14,7 +14,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec } from '../model.ts';
 import { linear } from '../../ops/linear.ts';
-import type { HfActivation, SequenceClassifierHead, TokenClassifierHead } from './config.ts';
+import { checkClassifierBatch, type DecoderSequenceClassifierHead, type HfActivation, type SequenceClassifierHead, type TokenClassifierHead } from './config.ts';
 
 /**
  * `ACT2FN[name](x)`. gelu/relu/silu and gelu_pytorch_tanh are one kernel each; gelu_new is NewGELUActivation's
@@ -146,7 +146,7 @@ function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: 
  * A decoder's classifier head, if it has one (a sequence or a token classifier), and its `score` parameters
  * (`scoreParameters`); null for the causal LM.
  */
-export function decoderClassifierHeads(head: { kind: 'causal_lm' } | SequenceClassifierHead | TokenClassifierHead, hidden: number, dtype: DType, lora: boolean) {
+export function decoderClassifierHeads(head: { kind: 'causal_lm' } | DecoderSequenceClassifierHead | TokenClassifierHead, hidden: number, dtype: DType, lora: boolean) {
   const classifier = head.kind === 'sequence_classification' ? head : null;
   const tokenClassifier = head.kind === 'token_classification' ? head : null;
   const numLabels = (classifier ?? tokenClassifier)?.numLabels;
@@ -186,7 +186,7 @@ export function decoderTokenClassifierLoss(rt: Runtime, hidden: Tensor, scoreWei
  * (hidden_states, logits, the locals) and the output object once `.loss` is read (pooled_logits, then
  * past_key_values: `cache`).
  */
-export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, labels: Tensor, head: SequenceClassifierHead, cache: Tensor[]): Tensor {
+export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: Tensor, labels: Tensor, head: DecoderSequenceClassifierHead, cache: Tensor[]): Tensor {
   const { cuda } = rt;
   const logits = linear(rt, hidden, scoreWeight, null, 'score');
   const { loss, pooled, locals } = lastTokenClassificationLoss(rt, logits, labels, head);
@@ -200,14 +200,26 @@ export function decoderClassifierLoss(rt: Runtime, hidden: Tensor, scoreWeight: 
 
 /**
  * `GenericForSequenceClassification.forward` (transformers 5.x modeling_layers.py) from the score layer's logits
- * [B, T, num_labels] on: each sequence's last token that is not padding, `(arange(T, int32) * (input_ids !=
- * pad_token_id).to(int32)).argmax(-1)`, then `logits[arange(B), last_non_pad_token]` [B, num_labels], whose
- * backward puts the gradient back into a zero tensor of the logits' shape (IndexBackward0, index_put_ with
- * accumulate), and ForSequenceClassificationLoss on the labels (`classificationLoss`). Returns the loss,
- * the pooled logits (the output object's, dropped once `.loss` is read) and the forward's locals in the order they
- * die when it returns (last_non_pad_token, non_pad_mask, token_indices: first assigned in that order in its source).
+ * [B, T, num_labels] on: each sequence's last token, then `logits[arange(B), last_non_pad_token]` [B, num_labels]
+ * (`lastNonPadLogits` with `pad_token_id`, `lastPositionLogits` without), and ForSequenceClassificationLoss on the
+ * labels (`classificationLoss`). Returns the loss, the pooled logits (the output object's, dropped once `.loss` is
+ * read) and the forward's locals in the order they die when it returns.
  */
-export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, head: SequenceClassifierHead): { loss: Tensor; pooled: Tensor; locals: Tensor[] } {
+export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, head: DecoderSequenceClassifierHead): { loss: Tensor; pooled: Tensor; locals: Tensor[] } {
+  const [b] = logits.shape as [number, number, number];
+  checkClassifierBatch(head, b);
+  const { pooled, locals } = head.padded ? lastNonPadLogits(rt, logits) : lastPositionLogits(rt, logits);
+  const loss = classificationLoss(rt, pooled, labels, head);
+  return { loss, pooled, locals };
+}
+
+/**
+ * With `pad_token_id`: the last token that is not padding, `(arange(T, int32) * (input_ids != pad_token_id)
+ * .to(int32)).argmax(-1)`, then `logits[arange(B), last_non_pad_token]`, whose backward puts the gradient back into
+ * a zero tensor of the logits' shape (IndexBackward0, index_put_ with accumulate and two index tensors). The locals
+ * die in the order first assigned in the source (last_non_pad_token, non_pad_mask, token_indices).
+ */
+function lastNonPadLogits(rt: Runtime, logits: Tensor): { pooled: Tensor; locals: Tensor[] } {
   const { cuda, autograd } = rt;
   const [b, t, n] = logits.shape as [number, number, number];
   const notPad = cuda.empty([b, t], 'bool', 'input_ids != pad_token_id', 'temporary');
@@ -227,8 +239,25 @@ export function lastTokenClassificationLoss(rt: Runtime, logits: Tensor, labels:
     return [zeros];
   });
   cuda.release(rows);
-  const loss = classificationLoss(rt, pooled, labels, head);
-  return { loss, pooled, locals: [lastNonPad, nonPadMask, tokenIndices] };
+  return { pooled, locals: [lastNonPad, nonPadMask, tokenIndices] };
+}
+
+/**
+ * Without `pad_token_id` (one sequence a batch): `last_non_pad_token = -1`, a Python int, so
+ * `logits[arange(B), -1]` selects the last position first (a view; SelectBackward0 builds a zero tensor of the
+ * logits' shape and copies in) and indexes its rows with the arange (IndexBackward0: zeros [B, num_labels] and
+ * index_put_ with accumulate). Nothing else is computed: no locals.
+ */
+function lastPositionLogits(rt: Runtime, logits: Tensor): { pooled: Tensor; locals: Tensor[] } {
+  const { cuda, autograd } = rt;
+  const [b, , n] = logits.shape as [number, number, number];
+  const rows = cuda.empty([b], 'int64', 'arange(batch_size)', 'temporary');
+  const last = cuda.view(logits, [b, n]);
+  autograd.record('SelectBackward0', [logits], [last], [], ([grad]) => [grad ? cuda.empty(logits.shape, grad.dtype, 'grad of logits[:, -1] (select)') : null]);
+  const pooled = indexRows(rt, last, rows, 'pooled_logits');
+  cuda.release(last);
+  cuda.release(rows);
+  return { pooled, locals: [] };
 }
 
 /** `position_ids = torch.arange(T) + past_seen_tokens` (a new tensor; the arange dies), then `unsqueeze(0)`. */

@@ -74,7 +74,7 @@ export interface LlamaConfig {
    * `score` layer read at each sequence's last token that is not padding, or (`<Model>ForTokenClassification`) the
    * `score` layer on every token (config.ts `decoderHead`).
    */
-  head: { kind: 'causal_lm' } | SequenceClassifierHead | TokenClassifierHead;
+  head: { kind: 'causal_lm' } | DecoderSequenceClassifierHead | TokenClassifierHead;
 }
 
 /**
@@ -101,6 +101,18 @@ export interface SequenceClassifierHead {
   kind: 'sequence_classification';
   numLabels: number;
   problem: ProblemType;
+}
+
+/**
+ * A decoder's sequence classifier (GenericForSequenceClassification), which reads each sequence's logits at its last
+ * token: the last one that is not padding where the config gives `pad_token_id`, else the last position, which
+ * transformers allows for one sequence a batch only (`checkLastTokenBatch`).
+ */
+export interface DecoderSequenceClassifierHead extends SequenceClassifierHead {
+  /** The classifier class `architectures` names (for messages). */
+  architecture: string;
+  /** Whether the config gives `pad_token_id`. */
+  padded: boolean;
 }
 
 export interface MoeConfig {
@@ -369,8 +381,7 @@ function padTokenId(raw: Record<string, unknown>, fallback: number | null): numb
 /**
  * The head of a decoder (modeling_layers.py): a causal LM; when `architectures` names `<Model>ForSequenceClassification`
  * (GenericForSequenceClassification), the `score` layer on every position and the logits of each sequence's last
- * token that is not padding (which needs `pad_token_id`: with none, transformers raises "Cannot handle batch sizes
- * > 1 if no padding token is defined."); when it names `<Model>ForTokenClassification` (GenericForTokenClassification,
+ * token (`DecoderSequenceClassifierHead`); when it names `<Model>ForTokenClassification` (GenericForTokenClassification,
  * where transformers 5.17 has one: `tokenClassifier` null where it has none, WITHOUT_TOKEN_CLASSIFIER), dropout and `score` on every token.
  */
 function decoderHead(raw: Record<string, unknown>, classifier: string, tokenClassifier: string | null): LlamaConfig['head'] {
@@ -378,11 +389,26 @@ function decoderHead(raw: Record<string, unknown>, classifier: string, tokenClas
     return { kind: 'token_classification', numLabels: labelCount(raw), dropout: prob(raw, 'classifier_dropout', prob(raw, 'hidden_dropout', 0.1)), bias: bool(raw, 'token_classification_bias', true) };
   }
   if (firstArchitecture(raw) !== classifier) return { kind: 'causal_lm' };
-  const head = classifierHead(raw);
-  if (padTokenId(raw, null) === null) {
-    throw new InputError(`${WHERE}.pad_token_id`, `${classifier} finds each sequence's last token by its padding token and transformers raises "Cannot handle batch sizes > 1 if no padding token is defined." without one: set pad_token_id (the Trainer recipes set model.config.pad_token_id to the tokenizer's)`);
-  }
-  return head;
+  return { ...classifierHead(raw), architecture: classifier, padded: padTokenId(raw, null) !== null };
+}
+
+/**
+ * GenericForSequenceClassification.forward (transformers 5.17 modeling_layers.py) raises "Cannot handle batch sizes
+ * > 1 if no padding token is defined." for a batch of more than one sequence when the config has no `pad_token_id`
+ * (measured on the H100: llama_4l_cls_nopad_b2_bf16_adamw's first forward raised it; batch 1 trains on the last
+ * position). The plan's batch is checked here (`checkLastTokenBatch`), and each batch the model runs (a search's).
+ */
+export function checkClassifierBatch(head: DecoderSequenceClassifierHead, batch: number): void {
+  if (head.padded || batch <= 1) return;
+  throw new InputError(
+    `${WHERE}.pad_token_id`,
+    `without pad_token_id, ${head.architecture} trains one sequence a batch: it finds each sequence's last token by its padding token, and at batch ${batch} transformers raises "Cannot handle batch sizes > 1 if no padding token is defined."; set pad_token_id (the Trainer recipes set model.config.pad_token_id to the tokenizer's)`,
+  );
+}
+
+/** `checkClassifierBatch` for any model (a decoder's sequence classifier is the one that can fail). */
+export function checkLastTokenBatch(cfg: HfConfig, batch: number): void {
+  if ((cfg.family === 'llama' || cfg.family === 'gemma') && cfg.head.kind === 'sequence_classification') checkClassifierBatch(cfg.head, batch);
 }
 
 /**

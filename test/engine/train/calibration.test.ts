@@ -124,6 +124,12 @@ const EXACT = [
   'phi3_4l_cls_amp_bf16_ckpt',
   'olmo2_4l_cls_bf16_adamw',
   'smollm3_4l_cls_bf16_adamw',
+  // without pad_token_id, one sequence a batch: `logits[arange(1), -1]`, the last position selected (a view) and its
+  // row indexed (index_put_ with one index tensor in backward), no padding mask
+  'llama_4l_cls_nopad_b1_bf16_adamw',
+  // one sequence of 16,384 tokens with checkpointing: the packed-sequence check's cumsum over one row runs CUB's scan
+  // (1,535 B of storage: 19 tiles)
+  'qwen3_4l_amp_bf16_ckpt_b1_s16384',
   // regression (MSELoss on logits.squeeze(), float32 labels: the output's storage kept at the elementwise size) and
   // multi-label classification (BCEWithLogitsLoss, bf16 logits against float32 labels under PEFT)
   'bert_base_reg_amp_bf16_adamw',
