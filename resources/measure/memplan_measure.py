@@ -585,6 +585,13 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
     if isinstance(max_positions, int) and training["seq_len"] > max_positions:
         raise PlanError("training.seq_len", f"{training['seq_len']} is more than the model's {max_positions} positions")
     architectures = config_dict.get("architectures") or []
+    # The heads memplan trains; it refuses the others (a bare model, BertForPreTraining: no loss from input_ids and
+    # labels alone, so the Trainer cannot train them), and so does this script, rather than train another head
+    trained_heads = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")
+    if architectures and not architectures[0].endswith(trained_heads):
+        raise PlanError("model.hf_config.architectures",
+                        f"{architectures[0]!r} is not a head memplan trains (it refuses it too): name a *ForCausalLM, "
+                        "*ForMaskedLM, *ForSequenceClassification or *ForTokenClassification, or leave architectures out")
     # The head: the first architecture's, as memplan reads it (a sequence or token classifier, a masked LM for the
     # encoders, else a causal LM)
     classifier = bool(architectures) and architectures[0].endswith("ForSequenceClassification")
