@@ -130,6 +130,9 @@ const EXACT = [
   // one sequence of 16,384 tokens with checkpointing: the packed-sequence check's cumsum over one row runs CUB's scan
   // (1,535 B of storage: 19 tiles)
   'qwen3_4l_amp_bf16_ckpt_b1_s16384',
+  // two sequences of 16,384 tokens: logits of 4,978,638,848 elements, past 2^31 (the cross-entropy's 64-bit indexing)
+  'qwen3_4l_amp_bf16_ckpt_b2_s16384',
+  'qwen3_4l_bf16_ckpt_b2_s16384',
   // regression (MSELoss on logits.squeeze(), float32 labels: the output's storage kept at the elementwise size) and
   // multi-label classification (BCEWithLogitsLoss, bf16 logits against float32 labels under PEFT)
   'bert_base_reg_amp_bf16_adamw',
