@@ -133,6 +133,13 @@ const EXACT = [
   // two sequences of 16,384 tokens: logits of 4,978,638,848 elements, past 2^31 (the cross-entropy's 64-bit indexing)
   'qwen3_4l_amp_bf16_ckpt_b2_s16384',
   'qwen3_4l_bf16_ckpt_b2_s16384',
+  // sequence lengths that are no multiple of 64 (cuDNN attention, the losses, the embeddings' backward at odd sizes)
+  'tinyllama_8l_bf16_adamw_s1000_b3',
+  'gpt2_small_amp_bf16_adamw_s777_b5',
+  'qwen3_4l_amp_bf16_ckpt_s1500_b2',
+  'bert_base_amp_bf16_adamw_s300_b7',
+  'gemma2_4l_bf16_adamw_s1000_b2',
+  'phi3_4l_amp_bf16_adamw_s333_b4',
   // regression (MSELoss on logits.squeeze(), float32 labels: the output's storage kept at the elementwise size) and
   // multi-label classification (BCEWithLogitsLoss, bf16 logits against float32 labels under PEFT)
   'bert_base_reg_amp_bf16_adamw',
