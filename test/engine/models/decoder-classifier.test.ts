@@ -124,7 +124,7 @@ describe('the head a decoder config.json names', () => {
 });
 
 describe('without pad_token_id: one sequence a batch, its last position', () => {
-  const unpadded = (training: Record<string, unknown> = {}) => small({ pad_token_id: undefined, num_labels: 3, ...training });
+  const unpadded = () => small({ pad_token_id: undefined, num_labels: 3 });
   const batchOf = (batch: number, extra: Record<string, unknown> = {}) => ({
     format: 'memplan.plan',
     version: 1,
@@ -186,6 +186,7 @@ describe('without pad_token_id: one sequence a batch, its last position', () => 
 describe('the packed-sequence check at batch 1 (checkpointing, no cache): cumsum over one row runs CUB’s scan', () => {
   const scans = (batch: number, seqLen: number) =>
     allocationsOf(planOf(small({ architectures: ['Qwen3ForCausalLM'] }), { batch_size: batch, seq_len: seqLen, activation_checkpointing: true })).filter((a) => a.label === 'packed-sequence check: cumsum: CUB scan');
+  // measured (test/fixtures/device/h100_cub_scan.json): one row asks for CUB's storage, two rows for the result alone
   it('its temporary storage (1,279 B for 1,024 tokens, measured), at batch 1 only', () => {
     expect(scans(1, 1024).map((a) => a.size)).toEqual([1279]);
     expect(scans(2, 1024)).toEqual([]);

@@ -293,14 +293,6 @@ describe('how the model was loaded moves its segments, and with them the reserve
     expect(fromConfig.meta.peak_reserved_bytes / fromPretrained.meta.peak_reserved_bytes).toBeCloseTo(1.0226, 4);
   }, 30_000);
 
-  it('loaded with from_pretrained, the same reserved peak with glibc in one arena and on 2 of 16 CPUs (6 fresh processes): the host layout that moves it is reproducible', () => {
-    const runs = (JSON.parse(readFileSync(new URL('../../fixtures/device/h100_materialization.json', import.meta.url), 'utf8')) as {
-      runs: { plan: string; materialized: string; host?: string; peak_allocated_bytes: number; peak_reserved_bytes: number }[];
-    }).runs.filter((r) => r.plan === 'mixtral_4l_amp_bf16_ckpt' && r.host !== undefined);
-    expect(new Set(runs.map((r) => r.host))).toEqual(new Set(['default', 'MALLOC_ARENA_MAX=1', 'taskset -c 0,1']));
-    for (const run of runs) expect([run.peak_allocated_bytes, run.peak_reserved_bytes], run.host).toEqual([fromPretrained.meta.peak_allocated_bytes, fromPretrained.meta.peak_reserved_bytes]);
-  });
-
   it('memplan reserves more than either: +2.9% and +5.2%', () => {
     const plan = parsePlan(fromPretrained.meta.plan);
     const r = simulate(plan, { device: planGpu(plan), untilSteady: false });
