@@ -32,7 +32,7 @@ export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, bod
  * block or chosen per block (Gemma's layers each get their own kind's mask and rotary pair), which the
  * non-reentrant frame keeps until it dies (measured on the H100: lora_gemma2_2b_bf16_eager_ckpt_s1024 frees the
  * global layers' mask after layer 1's backward, the sliding layers' after layer 0's). The reentrant
- * CheckpointFunction keeps them in its ctx: not measured, modelled the same.
+ * CheckpointFunction keeps them in its ctx until the graph dies: the model holds them (`ReentrantClosures`).
  */
 export function runBlocks(
   rt: Runtime,
@@ -58,4 +58,33 @@ export function runBlocks(
     h = out;
   }
   return h;
+}
+
+/**
+ * What reentrant checkpointing's CheckpointFunction keeps past the forward: its ctx holds `run_function`, the
+ * decoder layer's `partial` with its keyword arguments (the mask, the rotary cos and sin, position ids), for as long
+ * as the graph lives, until the loss that holds it is rebound by the next micro-step's forward (utils/checkpoint.py
+ * `ctx.run_function = run_function`; measured on the H100: lora_tinyllama_4l_bf16_ckpt_reentrant). A model holds a
+ * forward's closure here and lets the previous graph's go in its `releaseGraph`.
+ */
+export class ReentrantClosures {
+  /** The closure of the graph the current loss holds. */
+  private held: Tensor[] = [];
+  /** The closure of the forward that just ran: its graph is the new loss's. */
+  private fresh: Tensor[] = [];
+
+  static of(checkpointing: Checkpointing): ReentrantClosures | null {
+    return checkpointing === 'reentrant' ? new ReentrantClosures() : null;
+  }
+
+  hold(rt: Runtime, closure: readonly (Tensor | null)[]): void {
+    for (const t of closure) if (t) this.fresh.push(rt.cuda.ref(t));
+  }
+
+  /** The previous loss was rebound: its graph, the CheckpointFunction nodes and their closures, go. */
+  releaseGraph(rt: Runtime): void {
+    for (const t of this.held) rt.cuda.release(t);
+    this.held = this.fresh;
+    this.fresh = [];
+  }
 }

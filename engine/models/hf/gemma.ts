@@ -26,7 +26,7 @@ import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
 import type { BlockReuse } from '../block-reuse.ts';
-import { runBlocks } from '../checkpointing.ts';
+import { ReentrantClosures, runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds } from './common.ts';
@@ -84,6 +84,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   // PeftModel.__init__ on a checkpointing model: enable_input_require_grads, the input embeddings module's output a
   // leaf (Gemma 3: the scaled embedding's output; Gemma 2: the lookup's, which the normalizer then multiplies)
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
+  const reentrantClosures = ReentrantClosures.of(checkpointing);
   const useCache = cfg.useCache && !checkpointing;
   /** The DynamicCache's keys and values of the current forward. */
   const cache: Tensor[] = [];
@@ -298,6 +299,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       // each layer's call gets its own kind's mask and rotary pair (`causal_mask_mapping[layer.attention_type]`)
       const held = (i: number) => [maskOf(i), ...ropeOf(i), positions];
       let hidden = runBlocks(rt, hidden0, cfg.layers, checkpointing, (x, i) => layer(rt, x, i, ropeOf(i)[0], ropeOf(i)[1], maskOf(i)), held, reuse);
+      reentrantClosures?.hold(rt, [...new Set(Array.from({ length: cfg.layers }, (_, i) => held(i)).flat())]);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);
       hidden = normed;
@@ -330,6 +332,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     },
     releaseGraph(rt) {
       inputsRequireGrad?.releaseGraph(rt);
+      reentrantClosures?.releaseGraph(rt);
     },
   };
 }

@@ -24,7 +24,7 @@ import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCo
 import { causalLmLoss, hfActivation, positionIds, tokenInputs } from './common.ts';
 import type { Gpt2Config } from './config.ts';
 import type { BlockReuse } from '../block-reuse.ts';
-import { runBlocks } from '../checkpointing.ts';
+import { ReentrantClosures, runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, loraAdapterParameters, type FineTuning } from '../peft/lora.ts';
 
 export interface HfModelOptions {
@@ -73,6 +73,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   /** `module(x)` for the Conv1D at `path`: with its LoRA adapter when it has one. */
   const conv = linearModules(weights, tuning.lora, (rt, x, weight, bias, label) => conv1d(rt, x, weight, bias!, label));
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
+  const reentrantClosures = ReentrantClosures.of(checkpointing);
   const heads = cfg.heads;
   const headDim = e / heads;
   // gradient checkpointing forces use_cache=False
@@ -171,6 +172,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
       cuda.release(summed);
       hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions], reuse);
+      reentrantClosures?.hold(rt, [mask, positions]);
       const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die
@@ -185,6 +187,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     },
     releaseGraph(rt) {
       inputsRequireGrad?.releaseGraph(rt);
+      reentrantClosures?.releaseGraph(rt);
     },
   };
 }

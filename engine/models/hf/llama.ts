@@ -31,7 +31,7 @@ import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCo
 import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
-import { runBlocks } from '../checkpointing.ts';
+import { ReentrantClosures, runBlocks } from '../checkpointing.ts';
 import type { BlockReuse } from '../block-reuse.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
 import { sparseMoeBlock } from './mixtral-moe.ts';
@@ -113,6 +113,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   };
   // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
+  const reentrantClosures = ReentrantClosures.of(checkpointing);
   // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window
   // (`_ignore_causal_mask_sdpa`); eager attention's float version of it is not measured.
   const windowMask = cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow;
@@ -425,6 +426,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : windowMask ? slidingWindowMask(rt, b, t) : null;
       const [cos, sin] = rotaryEmbedding(rt, t, inputsEmbeds.dtype);
       let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions], reuse);
+      reentrantClosures?.hold(rt, [mask, cos, sin, positions]);
       const normed = rmsNorm(rt, hidden, w('model.norm.weight'), 'model.norm');
       cuda.release(hidden);
       hidden = normed;
@@ -442,6 +444,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     },
     releaseGraph(rt) {
       inputsRequireGrad?.releaseGraph(rt);
+      reentrantClosures?.releaseGraph(rt);
     },
   };
 }

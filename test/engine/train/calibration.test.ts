@@ -161,6 +161,11 @@ const EXACT = [
   'lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt',
   // segments placed as the CUDA driver places them (Note [cudaMalloc placement])
   'bert_base_fp32_ckpt_reentrant_sgd',
+  // reentrant checkpointing: CheckpointFunction's ctx keeps the layers' closure (position ids, cos and sin) until the
+  // next forward rebinds the loss (ReentrantClosures, engine/models/checkpointing.ts)
+  'lora_tinyllama_4l_bf16_ckpt_reentrant',
+  'lora_gpt2_small_fp32_reentrant_sgdm',
+  'phi3_4l_bf16_ckpt_reentrant_sgdm',
   'resnet50_amp_bf16_ckpt_adamw',
   'tinyllama_4l_amp_bf16_ckpt_fused',
 ];
