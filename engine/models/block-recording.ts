@@ -152,7 +152,6 @@ export class BlockRecorder implements StorageObserver {
     });
   }
 
-
   get forwardCount(): number {
     return this.forward?.storages.length ?? 0;
   }

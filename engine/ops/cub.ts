@@ -4,6 +4,8 @@
  * `CUDACachingAllocator::get()->allocate(temp_storage_bytes)`), so each is a block of its own, freed when the
  * kernel is queued.
  */
+import { DTYPE_BYTES } from '../tensor/dtype.ts';
+import type { Runtime } from './runtime.ts';
 
 /**
  * Items per tile of the single-pass CUB algorithms memplan simulates:
@@ -18,7 +20,7 @@ const kScanTileItems4B = 128 * 15;
 export const kUniqueByKeyTileItems = 4480;
 
 /** Bytes of the int64 keys and values a radix sort works on. */
-const kIndexBytes = 8;
+const kIndexBytes = DTYPE_BYTES.int64;
 
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 
@@ -37,12 +39,22 @@ export function cubTileStateTempBytes(items: number, tileItems: number, descript
 }
 
 /**
- * `torch.cumsum` of a tensor whose scanned dimension is all of it (one row: `scan_dim` in ScanUtils.cuh calls
- * `at::cuda::cub::inclusive_scan` with `std::plus`); other shapes run PyTorch's own scan kernels, which ask for
- * nothing. `itemBytes`: 4 or 8 (int32, int64).
+ * CUB's storage for `at::cuda::cub::inclusive_scan` with `std::plus` over `items` items. `itemBytes`: 4 or 8
+ * (int32, int64).
  */
 export function inclusiveScanTempBytes(items: number, itemBytes: 4 | 8): number {
   return cubTileStateTempBytes(items, itemBytes === 8 ? kScanTileItems : kScanTileItems4B, 2 * itemBytes);
+}
+
+/**
+ * The scratch of `torch.cumsum(x, dim)` (the output is the caller's): where the scanned dimension is all of x (one
+ * row), `scan_dim` in ScanUtils.cuh calls CUB's `inclusive_scan`, whose storage is asked for and freed at once;
+ * other shapes run PyTorch's own scan kernels, which ask for nothing.
+ */
+export function cumsumScratch(rt: Runtime, shape: readonly number[], dim: number, dtype: 'int32' | 'int64', label: string): void {
+  const items = shape.reduce((n, d) => n * d, 1);
+  if (items !== shape.at(dim)) return;
+  rt.cuda.release(rt.cuda.empty([inclusiveScanTempBytes(items, DTYPE_BYTES[dtype] as 4 | 8)], 'uint8', `${label}: CUB scan`, 'workspace'));
 }
 
 /**

@@ -4,7 +4,7 @@
  * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
  */
 import { castLower } from '../../ops/autocast.ts';
-import { inclusiveScanTempBytes } from '../../ops/cub.ts';
+import { cumsumScratch } from '../../ops/cub.ts';
 import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice, type SdpaBackend } from '../../ops/attention.ts';
 import { InputError } from '../../errors.ts';
 import { addTensors, cat, mulScalar, promote, softmax, tanh, toDType } from '../../ops/elementwise.ts';
@@ -273,8 +273,7 @@ export function findPackedSequenceIndices(rt: Runtime, batch: number, seq: numbe
   const notOne = cuda.empty([batch, seq], 'bool', 'packed-sequence check: diff != 1', 'temporary');
   const cumsum = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum', 'temporary');
   const asLong = cuda.empty([batch, seq], 'int64', 'packed-sequence check: cumsum input as int64', 'temporary');
-  // one sequence is one row: CUB's scan and its temporary storage
-  if (batch === 1) cuda.release(cuda.empty([inclusiveScanTempBytes(seq, 8)], 'uint8', 'packed-sequence check: cumsum: CUB scan', 'workspace'));
+  cumsumScratch(rt, [batch, seq], -1, 'int64', 'packed-sequence check: cumsum'); // one sequence: one row, CUB's scan
   cuda.release(asLong);
   cuda.release(notOne);
   const last = cuda.empty([batch], 'bool', 'packed-sequence check: mask[:, -1] == 0', 'temporary');

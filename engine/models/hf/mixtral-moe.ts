@@ -22,7 +22,7 @@
 import { StopRecomputation } from '../../autograd/engine.ts';
 import type { AttentionDevice } from '../../ops/attention.ts';
 import { mul, softmax, toDType } from '../../ops/elementwise.ts';
-import { inclusiveScanTempBytes } from '../../ops/cub.ts';
+import { cumsumScratch } from '../../ops/cub.ts';
 import { groupedMm } from '../../ops/grouped-mm.ts';
 import { divInPlace, indexRows, maskedFill, maskedFillInPlace, sortInt64, sumDim, topk } from '../../ops/indexing.ts';
 import { linear } from '../../ops/linear.ts';
@@ -150,7 +150,7 @@ function experts(rt: Runtime, x: Tensor, topIndex: Tensor, topWeights: Tensor, w
     f.set('histc_input', cuda.empty([s], 'int32', `${label} expert_ids_g.int()`, 'activation'));
     f.set('tokens_per_expert', cuda.empty([e], 'int32', `${label} torch.histc`, 'activation'));
     f.set('offsets', cuda.empty([e], 'int32', `${label} offsets (cumsum)`, 'activation'));
-    cuda.release(cuda.empty([inclusiveScanTempBytes(e, 4)], 'uint8', `${label} cumsum: CUB scan`, 'workspace'));
+    cumsumScratch(rt, [e], 0, 'int32', `${label} cumsum`);
     // `(expert_ids_g >= num_experts).unsqueeze(-1)`; then `expert_ids_g.clamp_(...)` in place
     const beyond = cuda.empty([s], 'bool', `${label} sentinel_mask`, 'activation');
     f.set('sentinel_mask', cuda.view(beyond, [s, 1]));
