@@ -144,6 +144,31 @@ function unwrap(schema: z.core.$ZodType | undefined, value: unknown): z.core.$Zo
   return undefined;
 }
 
+/**
+ * What a union of plain values accepts, where every member failed on the value itself (one issue each, a wrong type
+ * or a value not listed: `true`, `false` or one of an enum's names), or null: such a union is one list of
+ * accepted values, not members to choose between (`training.activation_checkpointing`).
+ */
+function plainValuesAccepted(members: readonly (readonly ZodIssue[])[]): { words: string[]; strings: string[] } | null {
+  const words: string[] = [];
+  const strings: string[] = [];
+  for (const issues of members) {
+    const i = issues[0];
+    if (issues.length !== 1 || i === undefined || i.path.length !== 0) return null;
+    if (i.code === 'invalid_type') {
+      if (i.expected === 'boolean') words.push('true', 'false');
+      else if (TYPE_WORDS[i.expected] !== undefined) words.push(TYPE_WORDS[i.expected]!);
+      else return null;
+    } else if (i.code === 'invalid_value') {
+      for (const v of i.values) {
+        words.push(JSON.stringify(v));
+        if (typeof v === 'string') strings.push(v);
+      }
+    } else return null;
+  }
+  return { words: [...new Set(words)], strings };
+}
+
 /** How far a union member's issues are from what the user meant (Note [Union issues]). */
 function weight(issues: readonly ZodIssue[]): number {
   let w = 0;
@@ -192,6 +217,15 @@ function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$Z
         return;
       }
       if (issue.errors.length === 0) break;
+      const accepted = plainValuesAccepted(issue.errors);
+      if (accepted) {
+        const value = valueAt(root, path);
+        const names = accepted.strings;
+        // the enum's own words (invalid_value below), so the same translation reads both
+        const message = value === undefined ? `is required: one of ${accepted.words.join(', ')}` : `expected one of ${accepted.words.join(', ')}; got ${given(value)}${didYouMean(value, names)}`;
+        out.push({ path: fieldPath(path), message });
+        return;
+      }
       const best = issue.errors.reduce((a, b) => (weight(b) < weight(a) ? b : a));
       for (const inner of best) flatten(inner, path, root, schema, out);
       return;

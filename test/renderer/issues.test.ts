@@ -49,6 +49,7 @@ const loraField = (spec: Record<string, unknown>, field: string) => issue(plan({
 
 const cases: [string, string][] = [
   // the plan schema
+  ['activation_checkpointing, a misspelt mode', issue(plan({ preset: 'gpt2' }, { activation_checkpointing: 'reentrnat' }), 'training.activation_checkpointing')],
   ['lora.r, a fraction', loraField({ r: 1.5 }, 'r')],
   ['lora.r, zero', loraField({ r: 0 }, 'r')],
   ['lora.r, missing', issue(plan({ preset: 'gpt2' }, { lora: { alpha: 8, target_modules: ['q_proj'] } }), 'training.lora.r')],

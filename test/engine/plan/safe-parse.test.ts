@@ -46,6 +46,13 @@ describe('safeParsePlan', () => {
     expect(issues({ ...base, model: { layers: [{ type: 'relu' }], input_features: 8, input_shape: [8] } })['model.input_shape']).toBe('"input_shape" cannot be given with "input_features": give one of them');
   });
 
+  it('names every value a field of plain values accepts (a union of true/false and names is one list)', () => {
+    const accepted = 'expected one of true, false, "non_reentrant", "reentrant"';
+    expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: { enabled: true } } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got an object` });
+    expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: 'reentrnat' } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got "reentrnat" (text); did you mean "reentrant"?` });
+    expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: 1 } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got 1` });
+  });
+
   it('checks a pasted config.json, the allocator settings and the GPU name', () => {
     expect(issues({ ...base, model: { hf_config: { model_type: 'gpt2', n_embd: -1 } } })).toEqual({ 'model.hf_config.n_embd': 'must be a positive integer, got -1' });
     expect(Object.keys(issues({ ...base, allocator: { conf: 'bogus_option:1' } }))).toEqual(['allocator.conf']);
