@@ -32,7 +32,9 @@ export function rerunUnderAutocast(rt: Runtime, dtype: AutocastDType | null, bod
  * block or chosen per block (Gemma's layers each get their own kind's mask and rotary pair), which the
  * non-reentrant frame keeps until it dies (measured on the H100: lora_gemma2_2b_bf16_eager_ckpt_s1024 frees the
  * global layers' mask after layer 1's backward, the sliding layers' after layer 0's). The reentrant
- * CheckpointFunction keeps them in its ctx until the graph dies: the model holds them (`ReentrantClosures`).
+ * CheckpointFunction keeps keyword arguments in its ctx until the graph dies: the model holds them
+ * (`ReentrantClosures`). `positional`: those of them the model passes positionally (GPT-2's mask), which the
+ * reentrant CheckpointFunction saves with x and releases as its backward ends (Autograd.checkpointReentrant).
  */
 export function runBlocks(
   rt: Runtime,
@@ -42,6 +44,7 @@ export function runBlocks(
   block: (x: Tensor, i: number) => Tensor,
   closure: readonly (Tensor | null)[] | ((i: number) => readonly (Tensor | null)[]) = [],
   reuse?: BlockReuse,
+  positional: readonly Tensor[] = [],
 ): Tensor {
   const heldBy = (i: number) => (typeof closure === 'function' ? closure(i) : closure).filter((t): t is Tensor => t !== null);
   const autocastDType = rt.autocast?.dtype ?? null;
@@ -52,7 +55,7 @@ export function runBlocks(
   for (let i = 0; i < count; i++) {
     const run = (input: Tensor) => block(input, i);
     const input = h;
-    const call = () => (!checkpointing ? run(input) : checkpointing === 'reentrant' ? rt.autograd.checkpointReentrant(input, run, rerun) : rt.autograd.checkpoint(input, run, rerun, heldBy(i)));
+    const call = () => (!checkpointing ? run(input) : checkpointing === 'reentrant' ? rt.autograd.checkpointReentrant(input, run, rerun, positional) : rt.autograd.checkpoint(input, run, rerun, heldBy(i)));
     const out = !pass ? call() : pass.replays(i) ? pass.replayForward(i, h, [h, ...heldBy(i)]) : pass.runForward(i, h, [h, ...heldBy(i)], call);
     rt.cuda.release(h);
     h = out;

@@ -55,11 +55,21 @@ export interface AttentionCall {
   /** Softmax in fp32 then cast back (Llama-family eager attention), rather than in the scores' dtype. */
   softmaxFp32: boolean;
   /**
-   * Eager attention leaves the probabilities in softmax's dtype (BERT's eager_attention_forward: under autocast
-   * they stay fp32 through the dropout, and the matmul with v casts them), rather than casting them to v's dtype
-   * (Llama's `.to(query.dtype)`, GPT-2's `.type(value.dtype)`). Measured: lora_bert_base_amp_fp16_qv_eager.
+   * What eager attention casts the probabilities to: the query's dtype (Llama-family and Gemma: `softmax(...,
+   * dtype=torch.float32).to(query.dtype)`), the value's (GPT-2: `.type(value.dtype)`), or nothing (BERT: they stay
+   * in softmax's dtype). Under autocast a query after the rotary embedding is fp32 (cos and sin are in the
+   * hidden states' dtype, fp32 weights' in AMP), so `.to(query.dtype)` keeps the fp32 probabilities and the matmul
+   * with v casts them; the value is the projection's bf16 or fp16. Measured: lora_bert_base_amp_fp16_qv_eager,
+   * gemma2_4l_amp_bf16_eager_reentrant_adamw, gpt2_small_amp_bf16_eager_reentrant_sgdm.
    */
-  probsInSoftmaxDType?: boolean;
+  probsCast: 'query' | 'value' | 'none';
+  /**
+   * Softmax and the cast to v's dtype are two statements (GPT-2's eager_attention_forward: `attn_weights =
+   * softmax(attn_weights, dim=-1)`, then `attn_weights = attn_weights.type(value.dtype)`): the scores die as the
+   * softmax statement rebinds them, before the cast, where Llama's one statement keeps them to its end. Measured
+   * in AMP, where the cast copies: gpt2_small_amp_bf16_eager_reentrant_sgdm.
+   */
+  castApart?: boolean;
   /** Fewer key/value heads than query heads (SDPA gets `enable_gqa=True`). */
   gqa?: boolean;
   /** Is q a contiguous [B, H, T, D] tensor (Phi-3's rotary embedding ends in a cat), rather than a transposed view? */
@@ -173,16 +183,16 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
     cuda.release(w);
     w = masked;
   }
-  // `softmax(w, dim=-1, dtype=...).to(query.dtype)`: one statement, w rebound after it
+  // `softmax(w, dim=-1, dtype=...).to(query.dtype)`: one statement, w rebound after it (GPT-2: two, castApart)
   let probs = softmax(rt, w, `${call.label} softmax`, call.softmaxFp32 ? 'float32' : undefined);
-  if (probs.dtype !== v.dtype && !call.probsInSoftmaxDType) {
-    const cast = toDType(rt, probs, v.dtype, `${call.label} softmax.to(query.dtype)`);
-    cuda.release(w);
+  if (call.castApart) cuda.release(w);
+  const castTo = call.probsCast === 'query' ? q.dtype : call.probsCast === 'value' ? v.dtype : probs.dtype;
+  if (probs.dtype !== castTo) {
+    const cast = toDType(rt, probs, castTo, `${call.label} softmax${call.probsCast === "value" ? ".type(value.dtype)" : ".to(query.dtype)"}`);
     cuda.release(probs);
     probs = cast;
-  } else {
-    cuda.release(w);
   }
+  if (!call.castApart) cuda.release(w);
   const dropped = dropout(rt, probs, call.dropoutP, `${call.label} attention dropout`);
   cuda.release(probs);
   // its output is transposed before the copy: the gradient comes back transposed

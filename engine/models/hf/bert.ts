@@ -155,7 +155,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   function selfAttention(rt: Runtime, x: Tensor, i: number): [Tensor, Tensor | null] {
     const { cuda } = rt;
     const a = `${base}.encoder.layer.${i}.attention.self`;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, probsInSoftmaxDType: true, label: `${a} attention` };
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask: null, kvContiguous: false, softmaxFp32: false, probsCast: 'none' as const, label: `${a} attention` };
     const qp = lin(rt, x, `${a}.query`);
     // Eager attention gives k its gradient transposed ([B*H, D, T] through k^T): the heads' view takes it back, but
     // key's own Linear then copies it to flatten it (the `view(-1, in)` of `_flatten_nd_linear`), where GPT-2's cat of

@@ -136,7 +136,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     const a = `model.layers.${i}.self_attn`;
     const sliding = cfg.layerTypes[i] === 'sliding_attention';
     const gqa = cfg.kvHeads !== cfg.heads;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, softmaxFp32: true, gqa, softcap: cfg.attnSoftcap !== null, label: `${a} attention` };
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, softmaxFp32: true, probsCast: 'query' as const, gqa, softcap: cfg.attnSoftcap !== null, label: `${a} attention` };
     // as in Llama (measured there): the rotary embedding's rotate_half backward, a zero tensor in [B, H, T, D]
     // order, is the first gradient to reach q and k, so their head views copy it back; with a mask, repeat_kv's
     // backward sums v's gradient into a contiguous [B, KV, T, D] tensor

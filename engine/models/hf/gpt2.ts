@@ -94,6 +94,8 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       mask,
       kvContiguous: useCache,
       softmaxFp32: false,
+      probsCast: 'value' as const,
+      castApart: true,
       label: `${h} attention`,
     };
     const qkv = conv(rt, x, `${h}.c_attn`);
@@ -171,8 +173,10 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, dtype) : null;
       let hidden = dropout(rt, summed, cfg.embdDropout, 'transformer.drop');
       cuda.release(summed);
-      hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions], reuse);
-      reentrantClosures?.hold(rt, [mask, positions]);
+      // GPT2Model calls each block with the mask positional (reentrant checkpointing saves it with the hidden
+      // states) and the position ids by keyword (the closure; cache_position, positional too, is their storage)
+      hidden = runBlocks(rt, hidden, cfg.layers, checkpointing, (x, i) => block(rt, x, i, mask), [mask, positions], reuse, mask ? [mask] : []);
+      reentrantClosures?.hold(rt, [positions]);
       const normed = layerNorm(rt, hidden, w('transformer.ln_f.weight'), w('transformer.ln_f.bias'), 'transformer.ln_f');
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die

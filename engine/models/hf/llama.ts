@@ -248,7 +248,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     const { cuda } = rt;
     const modules = layerModules[i]!;
     const a = modules.attn;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, softmaxFp32: true, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, softmaxFp32: true, probsCast: 'query' as const, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
     // The rotary embedding's rotate_half backward (SliceBackward0: a zero tensor of the input's shape) is the
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
     // (the projections' dtype: under autocast the linear's, not the fp32 input's). SmolLM3's NoPE layers apply none.
