@@ -79,6 +79,12 @@ export function castLower(rt: Runtime, args: readonly (Tensor | null)[], labels:
   return out;
 }
 
+/** Whether castLower copies `t` (autocast on, `t` floating in another dtype): the copy is a new tensor. */
+export function castsLower(rt: Runtime, t: Tensor): boolean {
+  const ac = rt.autocast;
+  return ac !== null && t.dtype !== ac.dtype && isFloating(t.dtype);
+}
+
 /** Casts one argument of an op of the fp32 list. */
 export function castFp32(rt: Runtime, t: Tensor, label: string): Tensor {
   const ac = rt.autocast;

@@ -119,12 +119,16 @@ function matmulImpl(rt: Runtime, a: Tensor, b: Tensor, layout: MatmulLayout, lab
     return out;
   }
   const flat = batch.reduce((p, d) => p * d, 1);
-  const a3 = reshape(rt, a, [flat, n, k], layout.aContiguous, `${label} (batched self)`);
-  const b3 = reshape(rt, b, [flat, k, m], layout.bContiguous, `${label} (batched other)`);
+  // One batch dimension larger than 1 (a batch of one sequence: [1, H, T, D]) folds into bmm's batch as a view
+  // whatever the layout: size-1 dimensions merge with any stride, and bmm takes the matrices' strides as they are
+  // (measured: phi3_4l_amp_bf16_eager_ckpt_s2048_window, batch 1, copies none of the views eager attention copies at 4)
+  const folds = batch.filter((d) => d !== 1).length <= 1;
+  const a3 = reshape(rt, a, [flat, n, k], layout.aContiguous || folds, `${label} (batched self)`);
+  const b3 = reshape(rt, b, [flat, k, m], layout.bContiguous || folds, `${label} (batched other)`);
   const out3 = bmm(rt, a3, b3, label);
   cuda.release(b3);
   cuda.release(a3);
-  const out = layout.outGradContiguous === false ? viewCopyingGrad(rt, out3, [...batch, n, m], label) : autograd.view('UnsafeViewBackward0', out3, [...batch, n, m]);
+  const out = layout.outGradContiguous === false && !folds ? viewCopyingGrad(rt, out3, [...batch, n, m], label) : autograd.view('UnsafeViewBackward0', out3, [...batch, n, m]);
   cuda.release(out3);
   return out;
 }

@@ -130,7 +130,7 @@ const cases: [string, string][] = [
   // sliding-window attention
   ['the sliding window in fp32', refusal(plan({ hf_config: mistral }, { seq_len: 256, precision: 'fp32' }))],
   // the wording attention.ts had before, kept while it may come back
-  ['eager sliding-window attention', refusal(plan({ hf_config: mistral }, { seq_len: 256, precision: 'bf16', attention: 'eager' }))],
+  ['eager sliding-window attention', refusal(plan({ hf_config: { ...mistral, model_type: 'qwen2', use_sliding_window: true } }, { seq_len: 256, precision: 'bf16', attention: 'eager' }))],
   // plans too large to simulate
   ['a billion micro-steps', issue(plan({ preset: 'gpt2' }, { grad_accumulation_steps: 1_000_000_000 }), 'training.grad_accumulation_steps')],
   ['events of accumulation', issue(plan({ preset: 'gpt2-xl' }, { grad_accumulation_steps: 5000 }), 'training.grad_accumulation_steps')],

@@ -3,7 +3,7 @@
  * the DynamicCache's copies of K and V, `sdpa_attention_forward` (integrations/sdpa_attention.py) and the
  * models' `eager_attention_forward`, and the causal mask `create_causal_mask` materializes for eager attention.
  */
-import { castLower } from '../../ops/autocast.ts';
+import { castLower, castsLower } from '../../ops/autocast.ts';
 import { cumsumScratch } from '../../ops/cub.ts';
 import { repeatHeads, scaledDotProductAttention, sdpaBackend, type AttentionDevice, type SdpaBackend } from '../../ops/attention.ts';
 import { InputError } from '../../errors.ts';
@@ -70,10 +70,21 @@ export interface AttentionCall {
    * in AMP, where the cast copies: gpt2_small_amp_bf16_eager_reentrant_sgdm.
    */
   castApart?: boolean;
+  /**
+   * k and v are repeat_kv's expanded views of one key/value head (kvContiguous false): their heads do not fold into
+   * bmm's batch, so the matmuls copy them, unless autocast's cast copied first: `.to()` of an overlapping tensor is
+   * contiguous (measured: gemma3_6l_amp_bf16_eager_ckpt_s512, the roped fp32 key cast, the bf16 value copied).
+   */
+  kvExpanded?: boolean;
   /** Fewer key/value heads than query heads (SDPA gets `enable_gqa=True`). */
   gqa?: boolean;
   /** Is q a contiguous [B, H, T, D] tensor (Phi-3's rotary embedding ends in a cat), rather than a transposed view? */
   qContiguous?: boolean;
+  /**
+   * Is k, like q, a contiguous [B, H, T, D] tensor (Phi-3) without a cache? Eager attention's `q @ k^T` then folds
+   * k's heads into bmm's batch without a copy (measured: phi3_4l_amp_bf16_eager_ckpt_s2048_window).
+   */
+  kContiguous?: boolean;
   /**
    * Gemma 2's `attn_logit_softcapping` in eager attention (eager_attention_forward: `w / softcap`, `tanh`,
    * `* softcap` before the mask). SDPA takes no soft-cap: sdpa_attention_forward leaves it in **kwargs.
@@ -164,7 +175,9 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   }
   // eager_attention_forward
   const kT = autograd.view('TransposeBackward0', k, [b, k.shape[1]!, d, t]);
-  const scores = matmul(rt, q, kT, { aContiguous: false, bContiguous: call.kvContiguous }, `${call.label} q @ k^T`);
+  // an expanded key or value that autocast casts is a contiguous copy by the time bmm folds it
+  const folds = (x: Tensor) => call.kvContiguous || (call.kvExpanded === true && castsLower(rt, x));
+  const scores = matmul(rt, q, kT, { aContiguous: call.qContiguous ?? false, bContiguous: folds(k) || call.kContiguous === true }, `${call.label} q @ k^T`);
   cuda.release(kT);
   let w = mulScalar(rt, scores, `${call.label} scores * scaling`);
   cuda.release(scores);
@@ -196,7 +209,7 @@ export function attend(rt: Runtime, q: Tensor, k: Tensor, v: Tensor, call: Atten
   const dropped = dropout(rt, probs, call.dropoutP, `${call.label} attention dropout`);
   cuda.release(probs);
   // its output is transposed before the copy: the gradient comes back transposed
-  const out = matmul(rt, dropped, v, { aContiguous: true, bContiguous: call.kvContiguous, outGradContiguous: false }, `${call.label} probs @ v`);
+  const out = matmul(rt, dropped, v, { aContiguous: true, bContiguous: folds(v), outGradContiguous: false }, `${call.label} probs @ v`);
   const transposed = autograd.view('TransposeBackward0', out, [b, t, h, d]);
   cuda.release(out);
   const merged = copy(rt, transposed, [b, t, h * d], `${call.label} output (contiguous)`);
@@ -264,6 +277,25 @@ export function slidingWindowMask(rt: Runtime, batch: number, seq: number): Tens
   const expanded = cuda.view(result, [batch, 1, seq, seq]);
   cuda.release(result);
   return expanded;
+}
+
+/**
+ * The eager mask of a sliding-window model (`create_sliding_window_causal_mask` then `eager_mask`): the bool mask
+ * built with `and_masks` as for SDPA (slidingWindowMask), at any length (eager attention never skips it), then
+ * `torch.where(mask, tensor(0.0), finfo.min)` [B, 1, T, T] in `dtype`. Measured on the H100: Gemma 2's sliding
+ * layers (gemma2_4l_bf16_eager_sgdm), and Mistral and Phi-3 below their windows (mistral_4l_amp_bf16_eager_s512,
+ * phi3_4l_amp_fp16_eager_sgdm: their configs set `sliding_window`, so their masks are these too).
+ */
+export function eagerSlidingWindowMask(rt: Runtime, batch: number, seq: number, dtype: DType): Tensor {
+  const { cuda } = rt;
+  const allowed = slidingWindowMask(rt, batch, seq);
+  const zero = cuda.empty([], dtype, 'sliding-window mask: tensor(0.0)', 'temporary');
+  const min = cuda.empty([], dtype, 'sliding-window mask: finfo.min', 'temporary');
+  const mask = cuda.empty([batch, 1, seq, seq], dtype, 'sliding-window mask (eager)', 'activation');
+  cuda.release(min);
+  cuda.release(zero);
+  cuda.release(allowed);
+  return mask;
 }
 
 /**

@@ -28,7 +28,7 @@ import type { ParameterSpec, TrainableModel } from '../model.ts';
 import type { BlockReuse } from '../block-reuse.ts';
 import { ReentrantClosures, runBlocks } from '../checkpointing.ts';
 import { FULL_FINE_TUNING, InputsRequireGrad, linearModules, linearParameters, type FineTuning } from '../peft/lora.ts';
-import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
+import { attend, cacheUpdate, eagerCausalMask, eagerSlidingWindowMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds } from './common.ts';
 import type { GemmaConfig, GemmaLayerType } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
@@ -188,7 +188,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       // key/value head
       const rk = repeatKv(rt, k, cfg.heads, `${a} key`);
       const rv = repeatKv(rt, v, cfg.heads, `${a} value`);
-      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1 });
+      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1, kvExpanded: cfg.kvHeads === 1 });
       cuda.release(rv);
       cuda.release(rk);
     } else {
@@ -258,13 +258,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       if (!useCache) findPackedSequenceIndices(rt, b, t);
       const full = eagerCausalMask(rt, b, t, hiddenDType);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
-      const allowed = slidingWindowMask(rt, b, t);
-      const zero = cuda.empty([], hiddenDType, 'sliding-window mask: tensor(0.0)', 'temporary');
-      const min = cuda.empty([], hiddenDType, 'sliding-window mask: finfo.min', 'temporary');
-      const sliding = cuda.empty([b, 1, t, t], hiddenDType, 'sliding-window mask (eager)', 'activation');
-      cuda.release(min);
-      cuda.release(zero);
-      cuda.release(allowed);
+      const sliding = eagerSlidingWindowMask(rt, b, t, hiddenDType);
       return { full: hasFull ? full : (cuda.release(full), null), sliding: hasSliding ? sliding : (cuda.release(sliding), null) };
     }
     if (!useCache) findPackedSequenceIndices(rt, b, t);

@@ -27,7 +27,7 @@ import type { Runtime } from '../../ops/runtime.ts';
 import type { DType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
-import { attend, cacheUpdate, eagerCausalMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
+import { attend, cacheUpdate, eagerCausalMask, eagerSlidingWindowMask, findPackedSequenceIndices, gradCopies, repeatKv, slidingWindowMask, splitHeads } from './attention.ts';
 import { causalLmLoss, decoderClassifierLoss, decoderClassifierHeads, decoderTokenClassifierLoss, headInputs, hfActivation, positionIds } from './common.ts';
 import type { LlamaConfig } from './config.ts';
 import type { HfModelOptions } from './gpt2.ts';
@@ -114,10 +114,14 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   // PeftModel.__init__ on a checkpointing model: enable_input_require_grads (the embedding's output a leaf)
   const inputsRequireGrad = InputsRequireGrad.of(tuning, checkpointing);
   const reentrantClosures = ReentrantClosures.of(checkpointing);
-  // The sliding-window mask is materialized (and SDPA then gets a mask) only once T reaches the window
-  // (`_ignore_causal_mask_sdpa`); eager attention's float version of it is not measured.
+  // The sliding-window mask is materialized for SDPA (which then gets a mask) only once T reaches the window
+  // (`_ignore_causal_mask_sdpa`); eager attention gets its float version at any length (eagerSlidingWindowMask).
   const windowMask = cfg.slidingWindow !== null && seqLen >= cfg.slidingWindow;
-  if (windowMask && options.attention === 'eager') {
+  // Mistral's and Phi-3's eager mask is the window's at any length (measured); Qwen2's, Qwen3's and Qwen3-MoE's
+  // `use_sliding_window` mixes sliding and full layers (max_window_layers), which are not simulated with eager
+  // attention: below the window their causal mask is the same, beyond it they are refused
+  const eagerWindow = cfg.slidingWindow !== null && (cfg.modelType === 'mistral' || cfg.modelType === 'phi3');
+  if (windowMask && !eagerWindow && options.attention === 'eager') {
     throw new InputError('training.seq_len', `eager sliding-window attention (window ${cfg.slidingWindow}) at seq_len ${seqLen} is not simulated yet: use attention "sdpa" or a seq_len below the window`);
   }
 
@@ -248,7 +252,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     const { cuda } = rt;
     const modules = layerModules[i]!;
     const a = modules.attn;
-    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, softmaxFp32: true, probsCast: 'query' as const, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
+    const call = { impl: options.attention, device: options.device, dropoutP: cfg.attentionDropout, mask, kvContiguous: useCache, qContiguous: cfg.fusedProjections, kContiguous: cfg.fusedProjections, softmaxFp32: true, probsCast: 'query' as const, gqa: cfg.kvHeads !== cfg.heads, label: `${a} attention` };
     // The rotary embedding's rotate_half backward (SliceBackward0: a zero tensor of the input's shape) is the
     // first gradient to reach q and k: it is in [B, H, T, D] order, so their head views copy it back (measured).
     // (the projections' dtype: under autocast the linear's, not the fp32 input's). SmolLM3's NoPE layers apply none.
@@ -311,7 +315,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       // key/value head (its own locals: the caller's k and v live on until LlamaAttention.forward returns)
       const rk = repeatKv(rt, k, cfg.heads, `${a} key`);
       const rv = repeatKv(rt, v, cfg.heads, `${a} value`);
-      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1 });
+      merged = attend(rt, q, rk, rv, { ...call, kvContiguous: cfg.kvHeads !== 1, kvExpanded: cfg.kvHeads === 1 });
       cuda.release(rv);
       cuda.release(rk);
     } else {
@@ -423,7 +427,11 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       inputsRequireGrad?.hook(rt, inputsEmbeds);
       const positions = positionIds(rt, t);
       if (!useCache) findPackedSequenceIndices(rt, b, t);
-      const mask = options.attention === 'eager' ? eagerCausalMask(rt, b, t, inputsEmbeds.dtype) : windowMask ? slidingWindowMask(rt, b, t) : null;
+      // Mistral's and Phi-3's eager mask is the window's at any length
+      const mask =
+        options.attention !== 'eager' ? (windowMask ? slidingWindowMask(rt, b, t) : null)
+        : eagerWindow ? eagerSlidingWindowMask(rt, b, t, inputsEmbeds.dtype)
+        : eagerCausalMask(rt, b, t, inputsEmbeds.dtype);
       const [cos, sin] = rotaryEmbedding(rt, t, inputsEmbeds.dtype);
       let hidden = runBlocks(rt, cuda.ref(inputsEmbeds), cfg.layers, checkpointing, (x, i) => layer(rt, x, i, cos, sin, mask), [mask, cos, sin, positions], reuse);
       reentrantClosures?.hold(rt, [mask, cos, sin, positions]);

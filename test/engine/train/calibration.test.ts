@@ -173,6 +173,16 @@ const EXACT = [
   'llama_4l_bf16_eager_reentrant_adamw',
   'gemma2_4l_amp_bf16_eager_reentrant_adamw',
   'lora_qwen3_4l_bf16_eager_reentrant',
+  // eager attention under autocast: the roped query fp32 (no copy for `.to(query.dtype)`), a key of one head expanded
+  // and cast (a contiguous copy bmm folds), Phi-3's contiguous key (its rotary's cat), the window's float mask on
+  // Mistral and Phi-3 at any length, and a batch of one folding every view into bmm's batch
+  'tinyllama_4l_amp_bf16_eager_adamw',
+  'gemma3_6l_amp_bf16_eager_ckpt_s512',
+  'phi3_4l_amp_fp16_eager_sgdm',
+  'qwen3_4l_amp_bf16_eager_ckpt',
+  'mistral_4l_amp_bf16_eager_s512',
+  'lora_gemma2_4l_amp_bf16_eager_qv',
+  'phi3_4l_amp_bf16_eager_ckpt_s2048_window',
   'resnet50_amp_bf16_ckpt_adamw',
   'tinyllama_4l_amp_bf16_ckpt_fused',
 ];
@@ -209,6 +219,9 @@ const NEAR: Record<string, { allocated: number; reserved: number }> = {
   // `.type(value.dtype)`); a block's rounded size where it lands leaves allocated 230 KiB under (0.006%); reserved
   // exact; with its own segment addresses the replay peaks as PyTorch did
   gpt2_small_amp_bf16_eager_reentrant_sgdm: { allocated: 0.0001, reserved: 0 },
+  // Mistral with eager attention at twice its window: the same requests in the same order
+  // (test/engine/models/sliding-window.test.ts); a block 3 MiB smaller where it lands (0.13%), as its SDPA sibling
+  mistral_4l_bf16_eager_window256_s512: { allocated: 0.002, reserved: 0 },
   bert_base_tok_amp_bf16_adamw: { allocated: 0.0002, reserved: 0 },
   bert_base_tok_fp32_sgdm_eager: { allocated: 0.0003, reserved: 0 },
 };
