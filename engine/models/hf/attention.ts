@@ -236,9 +236,18 @@ export function eagerCausalMask(rt: Runtime, batch: number, seq: number, dtype: 
   cuda.release(kvArange);
   const allowed = cuda.empty([1, 1, seq, seq], 'bool', 'causal mask: kv_idx <= q_idx', 'temporary');
   for (const t of [batchIdx, headIdx, qIdx, kvIdx]) cuda.release(t);
-  const zero = cuda.empty([], dtype, 'causal mask: tensor(0.0)', 'temporary');
-  const min = cuda.empty([], dtype, 'causal mask: finfo.min', 'temporary');
-  const mask = cuda.empty([batch, 1, seq, seq], dtype, 'causal mask', 'activation');
+  return eagerFloatMask(rt, allowed, batch, seq, dtype, 'causal mask', 'causal mask');
+}
+
+/**
+ * masking_utils.py `eager_mask`'s conversion: `torch.where(allowed, tensor(0.0), finfo.min)` [B, 1, T, T] in
+ * `dtype` (two scalars on the GPU), the bool mask `allowed` dying after it.
+ */
+function eagerFloatMask(rt: Runtime, allowed: Tensor, batch: number, seq: number, dtype: DType, what: string, label: string): Tensor {
+  const { cuda } = rt;
+  const zero = cuda.empty([], dtype, `${what}: tensor(0.0)`, 'temporary');
+  const min = cuda.empty([], dtype, `${what}: finfo.min`, 'temporary');
+  const mask = cuda.empty([batch, 1, seq, seq], dtype, label, 'activation');
   cuda.release(min);
   cuda.release(zero);
   cuda.release(allowed);
@@ -287,15 +296,7 @@ export function slidingWindowMask(rt: Runtime, batch: number, seq: number): Tens
  * phi3_4l_amp_fp16_eager_sgdm: their configs set `sliding_window`, so their masks are these too).
  */
 export function eagerSlidingWindowMask(rt: Runtime, batch: number, seq: number, dtype: DType): Tensor {
-  const { cuda } = rt;
-  const allowed = slidingWindowMask(rt, batch, seq);
-  const zero = cuda.empty([], dtype, 'sliding-window mask: tensor(0.0)', 'temporary');
-  const min = cuda.empty([], dtype, 'sliding-window mask: finfo.min', 'temporary');
-  const mask = cuda.empty([batch, 1, seq, seq], dtype, 'sliding-window mask (eager)', 'activation');
-  cuda.release(min);
-  cuda.release(zero);
-  cuda.release(allowed);
-  return mask;
+  return eagerFloatMask(rt, slidingWindowMask(rt, batch, seq), batch, seq, dtype, 'sliding-window mask', 'sliding-window mask (eager)');
 }
 
 /**

@@ -151,6 +151,18 @@ export function expectSameRequestsPlacedElsewhere(name: string): SimulateResult 
   return r;
 }
 
+/**
+ * A recording asked for the same blocks in the same order and peaks as PyTorch did once replayed with its own
+ * segment addresses (expectSameRequestsPlacedElsewhere); memplan's own placement reserves the same and allocates
+ * `allocatedUnder` bytes less at the peak (a block of another rounded size where it lands).
+ */
+export function expectPlacedElsewhereAllocatingLess(name: string, allocatedUnder: number): void {
+  const r = expectSameRequestsPlacedElsewhere(name);
+  const m = recording(name);
+  expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
+  expect(m.peak_allocated_bytes - r.peak_allocated_bytes).toBe(allocatedUnder);
+}
+
 /** A small BERT config.json with a head (`architecture`), for the classifier tests; `extra` overrides any key. */
 export const smallBert = (architecture: string, extra: Record<string, unknown> = {}) => ({
   model_type: 'bert',
