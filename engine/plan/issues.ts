@@ -145,9 +145,9 @@ function unwrap(schema: z.core.$ZodType | undefined, value: unknown): z.core.$Zo
 }
 
 /**
- * What a union of plain values accepts, where every member failed on the value itself (one issue each, a wrong type
- * or a value not listed: `true`, `false` or one of an enum's names), or null: such a union is one list of
- * accepted values, not members to choose between (`training.activation_checkpointing`).
+ * What a union of plain values with names accepts, where every member failed on the value itself (one issue each,
+ * a wrong type or a value not listed: `true`, `false` or one of an enum's names), or null: such a union is one list
+ * of accepted values, not members to choose between (`training.activation_checkpointing`).
  */
 function plainValuesAccepted(members: readonly (readonly ZodIssue[])[]): { words: string[]; strings: string[] } | null {
   const words: string[] = [];
@@ -166,7 +166,8 @@ function plainValuesAccepted(members: readonly (readonly ZodIssue[])[]): { words
       }
     } else return null;
   }
-  return { words: [...new Set(words)], strings };
+  // a union of objects given something else is told by its best member ("expected an object")
+  return strings.length > 0 ? { words: [...new Set(words)], strings } : null;
 }
 
 /** How far a union member's issues are from what the user meant (Note [Union issues]). */

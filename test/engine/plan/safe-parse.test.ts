@@ -51,6 +51,8 @@ describe('safeParsePlan', () => {
     expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: { enabled: true } } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got an object` });
     expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: 'reentrnat' } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got "reentrnat" (text); did you mean "reentrant"?` });
     expect(issues({ ...base, training: { batch_size: 8, activation_checkpointing: 1 } })).toEqual({ 'training.activation_checkpointing': `${accepted}; got 1` });
+    // a union of objects is told by its best member, not as a list of one
+    expect(issues({ ...base, model: 'gpt2' })).toEqual({ model: 'expected an object, got "gpt2" (text)' });
   });
 
   it('checks a pasted config.json, the allocator settings and the GPU name', () => {
