@@ -58,6 +58,12 @@ export interface LlamaConfig {
   /** SmolLM3: the layers whose attention applies no rotary embedding (NoPE: `no_rope_layers[i]` 0); none elsewhere. */
   noRopeLayers: readonly number[];
   /**
+   * `rope_type: "longrope"` (Phi-3 128k, Phi-3.5, Phi-4-mini): the rotary embedding's forward first switches its
+   * inverse frequencies between the short and the long factors by the sequence length (modeling_rope_utils.py
+   * `dynamic_rope_update`): the pretraining length it compares with. null for every other rope type.
+   */
+  longropeOriginalMax: number | null;
+  /**
    * OLMo 2's layer: no norm before attention or the MLP, a norm after each (`post_attention_layernorm`,
    * `post_feedforward_layernorm`) before its residual add; q and k normed over their whole projection (weights
    * [heads x head_dim]); every RMSNorm applies its weight in fp32 and casts after (`(weight * x).to(dtype)`); the
@@ -471,6 +477,22 @@ function phi3RotaryDim(raw: Record<string, unknown>, headDim: number): number {
   return dim;
 }
 
+/**
+ * The pretraining length a `longrope` config compares the sequence with (null: another rope type). The type comes
+ * from `rope_parameters.rope_type`, or the older `rope_scaling`'s `rope_type` or `type`; the length from the same
+ * dict's `original_max_position_embeddings`, else the config's (where transformers' standardize_rope_params moves
+ * it from), else `max_position_embeddings`.
+ */
+function longropeOriginalMax(raw: Record<string, unknown>): number | null {
+  const dict = [read(raw, 'rope_parameters'), read(raw, 'rope_scaling')].find((d): d is Record<string, unknown> => d !== null && typeof d === 'object');
+  if (!dict || (dict.rope_type ?? dict.type) !== 'longrope') return null;
+  const length = dict.original_max_position_embeddings ?? read(raw, 'original_max_position_embeddings') ?? read(raw, 'max_position_embeddings');
+  if (typeof length !== 'number' || !Number.isInteger(length) || length < 1) {
+    throw new InputError(`${WHERE}.original_max_position_embeddings`, `a longrope config needs its pretraining length, a positive whole number; got ${JSON.stringify(length)}`);
+  }
+  return length;
+}
+
 export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
   const modelType = read(raw, 'model_type');
   if (typeof modelType !== 'string') throw new InputError(`${WHERE}.model_type`, 'is required: the config.json of a Hugging Face model names its model_type');
@@ -549,6 +571,7 @@ export function resolveHfConfig(raw: Record<string, unknown>): HfConfig {
         residDropout: modelType === 'phi3' ? prob(raw, 'resid_pdrop', 0) : 0,
         rotaryDim: modelType === 'phi3' ? phi3RotaryDim(raw, headDim) : headDim,
         noRopeLayers: [],
+        longropeOriginalMax: longropeOriginalMax(raw),
         normAfter: false,
         moe: null,
         head: decoderHead(raw, classifier, tokenClassifierOf(modelType, model)),
@@ -660,6 +683,7 @@ function llamaFamilyFields(raw: Record<string, unknown>, headDim: number) {
     residDropout: 0,
     rotaryDim: headDim,
     noRopeLayers: [] as number[],
+    longropeOriginalMax: longropeOriginalMax(raw),
     normAfter: false,
   };
 }

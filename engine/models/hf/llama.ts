@@ -20,7 +20,7 @@
 import { InputError } from '../../errors.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { addScalar, addTensors, cat, meanLastDim, mul, powScalar, rsqrt, toDType } from '../../ops/elementwise.ts';
-import { applyRotary, rotaryCosSin, sliceView } from './rotary.ts';
+import { applyRotary, longropeFrequencyUpdate, rotaryCosSin, sliceView } from './rotary.ts';
 import { dropout } from '../../ops/pointwise.ts';
 import { viewCopyingGrad } from '../../ops/matmul.ts';
 import type { Runtime } from '../../ops/runtime.ts';
@@ -412,8 +412,9 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   /** LlamaRotaryEmbedding.forward under no_grad: fp32 math, then cos and sin in the hidden states' dtype. */
   function rotaryEmbedding(rt: Runtime, t: number, hiddenDType: DType): [Tensor, Tensor] {
+    if (cfg.longropeOriginalMax !== null) longropeFrequencyUpdate(rt, weights, t, cfg.rotaryDim, cfg.longropeOriginalMax);
     // OLMo 2's returns cos and sin as computed, fp32
-    return rotaryCosSin(rt, w('model.rotary_emb.inv_freq'), t, hd, cfg.normAfter ? 'float32' : hiddenDType);
+    return rotaryCosSin(rt, w('model.rotary_emb.inv_freq'), t, cfg.rotaryDim, cfg.normAfter ? 'float32' : hiddenDType);
   }
 
   return {

@@ -39,7 +39,8 @@ export function applyRotary(rt: Runtime, x: Tensor, cos: Tensor, sin: Tensor, la
 
 /**
  * `LlamaRotaryEmbedding.forward` under no_grad: fp32 math (`maybe_autocast(enabled=False)`), then cos and sin
- * [1, T, D] in the hidden states' dtype. `invFreq` is the fp32 buffer [D / 2].
+ * [1, T, D] in the hidden states' dtype, D the dimensions it turns (Phi-3's `partial_rotary_factor` of head_dim).
+ * `invFreq` is the fp32 buffer [D / 2].
  */
 export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, headDim: number, hiddenDType: DType): [Tensor, Tensor] {
   const { cuda, autograd } = rt;
@@ -67,4 +68,53 @@ export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, head
     rt.autocast = autocast;
     autograd.gradMode = gradMode;
   }
+}
+
+/**
+ * `dynamic_rope_update`'s longrope branch (modeling_rope_utils.py `longrope_frequency_update`), before each rotary
+ * forward of a `rope_type: "longrope"` config: `seq_len = torch.max(position_ids) + 1` and `seq_len > original`
+ * on the GPU, then `inv_freq` becomes the short factors' buffer (`original_inv_freq`, already on the GPU) or, past
+ * the pretraining length, the long factors' frequencies computed anew (`_compute_longrope_parameters`:
+ * `torch.tensor(long_factor)`, `arange(0, dim, 2).float() / dim`, `1.0 / (ext_factors * base**inv_freq_shape)`;
+ * its `hasattr(self, f"{layer_type}_long_inv_freq")` never finds the `long_inv_freq` it sets, so every forward
+ * computes them) and the buffer it replaces is freed. `buffers` are the model's tensors by name; `dim` the
+ * dimensions turned.
+ * The frees' order is the H100's (transformers 5.17, Python 3.12; test/fixtures/calibration/*phi4mini*): past the
+ * pretraining length the comparison dies at once, and the long frequencies' intermediates with `seq_len` when the
+ * update returns; below it the comparison dies with `seq_len`.
+ */
+export function longropeFrequencyUpdate(rt: Runtime, buffers: Map<string, Tensor>, t: number, dim: number, originalMax: number): void {
+  const { cuda } = rt;
+  const max = cuda.empty([], 'int64', 'rotary: torch.max(position_ids)');
+  const seqLen = cuda.empty([], 'int64', 'rotary: seq_len = max + 1');
+  cuda.release(max);
+  const longer = cuda.empty([], 'bool', 'rotary: seq_len > original_max_position_embeddings');
+  const name = 'model.rotary_emb.inv_freq';
+  const previous = buffers.get(name)!;
+  if (t > originalMax) {
+    cuda.release(longer);
+    const half = [dim / 2];
+    const extFactors = cuda.empty(half, 'float32', 'rotary: torch.tensor(long_factor)');
+    const steps = cuda.empty(half, 'int64', 'rotary: arange(0, dim, 2)');
+    const stepsFloat = cuda.empty(half, 'float32', 'rotary: arange(0, dim, 2).float()');
+    cuda.release(steps);
+    const shape = cuda.empty(half, 'float32', 'rotary: inv_freq_shape');
+    cuda.release(stepsFloat);
+    const power = cuda.empty(half, 'float32', 'rotary: base ** inv_freq_shape');
+    cuda.release(cuda.empty([], 'float64', 'rotary: base as a tensor')); // pow(Scalar, Tensor) wraps its base
+    const scaled = cuda.empty(half, 'float32', 'rotary: ext_factors * base ** inv_freq_shape');
+    cuda.release(power);
+    const reciprocal = cuda.empty(half, 'float32', 'rotary: reciprocal'); // Tensor.__rdiv__: reciprocal() * 1.0
+    buffers.set(name, cuda.empty(half, 'float32', 'model.rotary_emb.inv_freq (long factors)', 'parameter'));
+    cuda.release(previous);
+    for (const x of [seqLen, extFactors, shape, scaled, reciprocal]) cuda.release(x);
+    return;
+  }
+  const short = buffers.get('model.rotary_emb.original_inv_freq')!;
+  if (previous.impl !== short.impl) {
+    buffers.set(name, cuda.ref(short));
+    cuda.release(previous);
+  }
+  cuda.release(seqLen);
+  cuda.release(longer);
 }
