@@ -58,8 +58,13 @@
  * weights do not fit the gap when their turn comes and go below; the 112 MiB ones after them do fit, above: the
  * order the rule misses. Loaded by from_pretrained, unconverted tensors are views of the mmapped safetensors file
  * (unmapped whole at the end of the move), while the expert weights transformers fuses while loading are fresh
- * mmaps placed among its loader threads' stacks and arenas. Simulating that would mean simulating glibc and the
- * loader's thread pool; memplan does not (docs/engine.md).
+ * mmaps placed among its loader threads' stacks and arenas. For a dense model loaded that way, every tensor a view of
+ * the file (Qwen2.5 1.5B), the driver's range lands right below it at torch.cuda.init(), the context's range above
+ * the file, and the reservations fill the room between them top-down until less than 64 MiB (a reservation and
+ * its alignment) is left; then they go on below the driver's range, past the file and the range at once (11 to 16
+ * GiB lower in five recordings at published sizes). How much room the loader leaves above the file decides where
+ * that jump falls. Simulating that would mean simulating glibc and the loader's thread pool; memplan does not
+ * (docs/engine.md; test/engine/allocator/host-maps.test.ts).
  */
 
 /** Where segments land: `take` for cudaMalloc, `give` for cudaFree, `reserveAddressSpace` for cuMemAddressReserve. */

@@ -3,7 +3,8 @@
  * /proc/self/maps read on the H100 while three calibration plans loaded and trained (test/fixtures/device/
  * h100_host_maps.json, resources/measure/probe_host_maps.py): where the CPU copy of the model lies, and where the
  * driver's reservations land as `.to("cuda")` frees it. memplan does not model these mappings; these are the facts
- * that say why mixtral_4l_amp_bf16_ckpt's segments land where the rule does not put them.
+ * that say why mixtral_4l_amp_bf16_ckpt's segments land where the rule does not put them, and the dense models
+ * loaded with from_pretrained of test/engine/models/pretrained-placement.test.ts.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -89,5 +90,34 @@ describe('the host’s mappings around the driver’s reservations (H100)', () =
     for (const r of experts) expect(inFile(r)).toBe(false);
     // the file is unmapped whole once the last view moved
     expect(at('moved').removed.map(mapping).some((m) => m.path.endsWith('model.safetensors'))).toBe(true);
+  });
+
+  it('from_pretrained of a dense model: the driver\'s range sits right below the mapped checkpoint, and the reservations pass over both once the room above the file is gone', () => {
+    // Qwen2.5 1.5B with half its layers frozen, at its largest batch under 20 GiB (the boundary suite's case): memplan
+    // asks for the same blocks in the same order, and its peaks differ where these reservations land
+    // (test/engine/models/pretrained-placement.test.ts)
+    const { at, driver, readings } = run('qwen2_5_1_5b_bf16_freeze_half_s1024_b4_cap20g_pretrained');
+    const file = at('built').added.map(mapping).find((m) => m.path.endsWith('model.safetensors'))!;
+    expect(file.end - file.start).toBeGreaterThan(2900 * MiB); // 1.54 billion bf16 values
+    expect(driver.end).toBe(file.start);
+    // each reservation made while the model moves: the lowest address of the driver's ---p mappings it added
+    const lowest = readings
+      .filter((r) => r.label === 'move')
+      .flatMap((r) => r.added.map(mapping).filter((m) => m.perms === '---p' && m.start > 2 ** 40))
+      .map((m) => m.start);
+    expect(lowest.length).toBeGreaterThan(50);
+    const above = lowest.filter((a) => a > file.end);
+    const below = lowest.filter((a) => a < driver.start);
+    expect(above.length + below.length).toBe(lowest.length);
+    // first above the file, from the top of the room the context's range left down to it, 32 MiB at a time ...
+    expect(lowest.indexOf(below[0]!)).toBe(above.length);
+    const lastAbove = Math.min(...above);
+    expect(lastAbove - file.end).toBeLessThan(64 * MiB); // less than a reservation and its alignment: passed over
+    // ... then directly below the driver's range, which they extend downward
+    expect(below[0]).toBe(driver.start - 32 * MiB);
+    // the file is unmapped once the last of its views moved, before the model's buffers do
+    const unmapped = readings.find((r) => r.removed.map(mapping).some((m) => m.path.endsWith('model.safetensors')))!;
+    expect(unmapped.label).toBe('move');
+    expect(unmapped.bytes).toBeLessThan(MiB);
   });
 });

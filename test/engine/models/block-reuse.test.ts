@@ -62,7 +62,8 @@ function compare(plan: Plan, peakDetails = false): { reused: boolean; fits: bool
 
 /**
  * The plan with `layers` decoder layers (a pasted config's num_hidden_layers, GPT-2's n_layer; per-layer lists
- * repeated); a preset or a torchvision model as it is (its published depth).
+ * repeated, freeze patterns of layers past the last dropped); a preset or a torchvision model as it is (its
+ * published depth).
  */
 function deeper(plan: Plan, layers: number): Plan | null {
   const m = plan.model;
@@ -74,7 +75,11 @@ function deeper(plan: Plan, layers: number): Plan | null {
   for (const [key, value] of Object.entries(cfg)) {
     if (Array.isArray(value) && value.length === old) cfg[key] = Array.from({ length: layers }, (_, i) => value[i % value.length]);
   }
-  return parsePlan({ ...plan, model: { ...m, hf_config: cfg } });
+  const freeze = plan.training.freeze?.filter((pattern) => {
+    const layer = /^model\.layers\.(\d+)\./.exec(pattern);
+    return !layer || Number(layer[1]) < layers;
+  });
+  return parsePlan({ ...plan, model: { ...m, hf_config: cfg }, training: { ...plan.training, freeze } });
 }
 
 describe('reused blocks give the simulation that runs every block, field for field', () => {
