@@ -479,13 +479,16 @@ function phi3RotaryDim(raw: Record<string, unknown>, headDim: number): number {
 
 /**
  * The pretraining length a `longrope` config compares the sequence with (null: another rope type). The type comes
- * from `rope_parameters.rope_type`, or the older `rope_scaling`'s `rope_type` or `type`; the length from the same
- * dict's `original_max_position_embeddings`, else the config's (where transformers' standardize_rope_params moves
- * it from), else `max_position_embeddings`.
+ * from `rope_parameters.rope_type`, or the older `rope_scaling`'s `rope_type` or `type` (Phi3Config renames the
+ * older Phi-3 configs' "su" and "yarn" to "longrope"); the length from the same dict's
+ * `original_max_position_embeddings`, else the config's (where transformers' standardize_rope_params moves it
+ * from), else `max_position_embeddings`.
  */
 function longropeOriginalMax(raw: Record<string, unknown>): number | null {
   const dict = [read(raw, 'rope_parameters'), read(raw, 'rope_scaling')].find((d): d is Record<string, unknown> => d !== null && typeof d === 'object');
-  if (!dict || (dict.rope_type ?? dict.type) !== 'longrope') return null;
+  const type = dict?.rope_type ?? dict?.type;
+  const longrope = type === 'longrope' || (read(raw, 'model_type') === 'phi3' && (type === 'su' || type === 'yarn'));
+  if (!dict || !longrope) return null;
   const length = dict.original_max_position_embeddings ?? read(raw, 'original_max_position_embeddings') ?? read(raw, 'max_position_embeddings');
   if (typeof length !== 'number' || !Number.isInteger(length) || length < 1) {
     throw new InputError(`${WHERE}.original_max_position_embeddings`, `a longrope config needs its pretraining length, a positive whole number; got ${JSON.stringify(length)}`);

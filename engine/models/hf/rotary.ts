@@ -42,7 +42,7 @@ export function applyRotary(rt: Runtime, x: Tensor, cos: Tensor, sin: Tensor, la
  * [1, T, D] in the hidden states' dtype, D the dimensions it turns (Phi-3's `partial_rotary_factor` of head_dim).
  * `invFreq` is the fp32 buffer [D / 2].
  */
-export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, headDim: number, hiddenDType: DType): [Tensor, Tensor] {
+export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, dim: number, hiddenDType: DType): [Tensor, Tensor] {
   const { cuda, autograd } = rt;
   const gradMode = autograd.gradMode;
   autograd.gradMode = false;
@@ -50,15 +50,15 @@ export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, head
   rt.autocast = null; // maybe_autocast(enabled=False)
   try {
     const positions = cuda.empty([1, 1, t], 'float32', 'rotary: position_ids.float()', 'temporary');
-    const invFreq = cuda.view(invFreqBuffer, [1, headDim / 2, 1]);
+    const invFreq = cuda.view(invFreqBuffer, [1, dim / 2, 1]);
     const freqs = bmm(rt, invFreq, positions, 'rotary: inv_freq @ position_ids');
     cuda.release(invFreq);
-    const emb = cuda.empty([1, t, headDim], 'float32', 'rotary: cat(freqs, freqs)', 'temporary');
-    const cosRaw = cuda.empty([1, t, headDim], 'float32', 'rotary: emb.cos()', 'temporary');
-    const cos = cuda.empty([1, t, headDim], 'float32', 'rotary: cos * attention_scaling', 'temporary');
+    const emb = cuda.empty([1, t, dim], 'float32', 'rotary: cat(freqs, freqs)', 'temporary');
+    const cosRaw = cuda.empty([1, t, dim], 'float32', 'rotary: emb.cos()', 'temporary');
+    const cos = cuda.empty([1, t, dim], 'float32', 'rotary: cos * attention_scaling', 'temporary');
     cuda.release(cosRaw);
-    const sinRaw = cuda.empty([1, t, headDim], 'float32', 'rotary: emb.sin()', 'temporary');
-    const sin = cuda.empty([1, t, headDim], 'float32', 'rotary: sin * attention_scaling', 'temporary');
+    const sinRaw = cuda.empty([1, t, dim], 'float32', 'rotary: emb.sin()', 'temporary');
+    const sin = cuda.empty([1, t, dim], 'float32', 'rotary: sin * attention_scaling', 'temporary');
     cuda.release(sinRaw);
     const cosOut = toDType(rt, cos, hiddenDType, 'rotary cos');
     const sinOut = toDType(rt, sin, hiddenDType, 'rotary sin');

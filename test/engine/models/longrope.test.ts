@@ -43,6 +43,10 @@ describe('the longrope update', () => {
     // without one transformers compares with max_position_embeddings
     expect(originalMax({ ...rest, rope_scaling: { type: 'longrope' } })).toBe(131072);
     expect(originalMax({ ...phi4mini, rope_scaling: null })).toBeNull();
+    // Phi3Config renames the older Phi-3 configs' "su" and "yarn" to "longrope"; for other families yarn is yarn
+    expect(originalMax({ ...phi4mini, rope_scaling: { ...phi4mini.rope_scaling, type: 'su' } })).toBe(4096);
+    expect(originalMax({ ...phi4mini, rope_scaling: { ...phi4mini.rope_scaling, type: 'yarn' } })).toBe(4096);
+    expect(originalMax({ ...phi4mini, model_type: 'qwen3', architectures: ['Qwen3ForCausalLM'], rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32768 } })).toBeNull();
     expect(originalMax({ ...phi4mini, model_type: 'llama', architectures: ['LlamaForCausalLM'], rope_scaling: { rope_type: 'llama3', factor: 8, original_max_position_embeddings: 8192 } })).toBeNull();
     let error: unknown;
     try {
