@@ -37,6 +37,11 @@ export interface TrainableModel {
    * walks modules in pre-order, a module's own parameters before its children's (the optimizer's order).
    */
   optimizerOrder?: string[];
+  /**
+   * Modules whose weight is another module's (an LM head tied to the input embedding): named_parameters() lists the
+   * weight once, under the other module, but PEFT's target_modules still match them by name.
+   */
+  tiedModules?: readonly string[];
   /** Each parameter's and buffer's tensor by name, filled as they reach the GPU; the forward reads it. */
   readonly tensors: Map<string, Tensor>;
   /** One micro-batch created on the GPU, in creation order. */

@@ -117,6 +117,8 @@ const cases: [string, string][] = [
   ['QLoRA, 4-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '4bit' } }))],
   ['QLoRA, 8-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '8bit' } }))],
   ['target_modules matching no nn.Linear', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['c_attn', 'qkv'] } }))],
+  ['target_modules naming the input embedding', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['q_proj', 'embed_tokens'] } }))],
+  ['target_modules naming a tied LM head', refusal(plan({ hf_config: { model_type: 'gpt2', n_layer: 2, n_embd: 64, n_head: 4 } }, { lora: { ...lora, target_modules: ['c_attn', 'lm_head'] } }))],
   ["target_modules matching none of GPT-2's Conv1D", refusal(plan({ hf_config: { model_type: 'gpt2', n_layer: 2 } }, { lora: { ...lora, target_modules: ['q_proj'] } }))],
   ['LoRA on a model that is not a Hugging Face one', refusal(plan({ torchvision: 'resnet18', num_classes: 10 }, { lora: { ...lora, target_modules: ['fc'] } }))],
   ['target_modules matching no Linear module', markFrozen([], { lora: { ...lora, dropout: 0 }, freeze: [] }).error!],

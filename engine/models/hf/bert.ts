@@ -320,6 +320,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   return {
     parameters: params,
     optimizerOrder,
+    tiedModules: !classifier && !tokenClassifier && cfg.tieWordEmbeddings ? [roberta ? 'lm_head.decoder' : 'cls.predictions.decoder'] : [],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -268,6 +268,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
 
   return {
     parameters: params,
+    tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

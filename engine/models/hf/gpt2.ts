@@ -158,6 +158,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
 
   return {
     parameters: params,
+    tiedModules: ['lm_head'],
     tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {

@@ -419,6 +419,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
 
   return {
     parameters: params,
+    tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -220,18 +220,54 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  * Marks the model's frozen parameters (models with LoRA made their adapters already); a plan asking for what
  * cannot be done is told so at its field.
  */
-export function applyFineTuning<M extends { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
+export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedModules?: readonly string[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
-    // the names target_modules can take: the last part of each adaptable module's path (what PEFT's defaults name)
     const adaptable = model.parameters.filter((p) => p.loraModule);
-    const names = [...new Set(adaptable.map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+    const names = adaptableNames(model.parameters);
     if (names.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
     const kind = adaptable[0]!.loraModule!;
     throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
   }
+  if (tuning.lora) {
+    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
+    if (unadapted) {
+      const kind = model.parameters.find((p) => p.loraModule)!.loraModule!;
+      throw new InputError(
+        'training.lora.target_modules',
+        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${adaptableNames(model.parameters).join(', ')}): leave it out of target_modules`,
+      );
+    }
+  }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
   return model;
+}
+
+/** The last part of each adaptable module's path: the names target_modules can take (what PEFT's defaults name). */
+function adaptableNames(params: readonly ParameterSpec[]): string[] {
+  return [...new Set(params.filter((p) => p.loraModule).map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+}
+
+/**
+ * A target name that matches a module of the model memplan put no adapter on: the input embedding or an LM head
+ * tied to it, which PEFT would adapt (simulated without them, the plan would not be what PEFT trains), or a norm,
+ * which PEFT refuses to adapt. A head PEFT copies whole
+ * (`modules_to_save`: a classifier) takes no adapter, its original or its copy (measured:
+ * lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, whose `dense` names the classifier's too). Names that match no
+ * module at all are only noted (`unmatchedTargets`).
+ */
+function unadaptedTarget(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: readonly string[]): { target: string; module: string } | null {
+  const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
+  // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
+  const saved = [...new Set(params.filter((p) => p.savedModule).map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.'))))];
+  const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
+  const modules = [...params.filter((p) => !p.adapter && !p.buffer).map((p) => p.name.slice(0, p.name.lastIndexOf('.'))), ...tiedModules];
+  for (const module of modules) {
+    if (adapted.has(module) || inSaved(module)) continue;
+    const target = targets.find((t) => isLoraTarget(module, [t]));
+    if (target !== undefined) return { target, module };
+  }
+  return null;
 }
 
 /**

@@ -116,6 +116,8 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^no (nn\.Linear|Conv1D) of this model is named (.+); its (?:nn\.Linear|Conv1D) modules are named (.+)$/s, (kind, names, modules) => `此模型中没有名为 ${orQuoted(names)} 的 ${kind}；它的 ${kind} 模块名为：${modules}`],
   [/^LoRA is simulated for the Hugging Face model types (.+); to train part of this model, freeze the rest \(training\.freeze\)$/, (types) => `LoRA 目前只支持这些 model_type 的 Hugging Face 模型：${types}；要只训练这个模型的一部分，请冻结其余参数（training.freeze）`],
   [/^no Linear module of this model matches (.+)$/s, (names) => `此模型中没有与 ${names} 匹配的 Linear 模块`],
+  [/^(".*?") names (\S+), on which memplan does not simulate an adapter \(it simulates LoRA on the (nn\.Linear|Conv1D) modules named (.+)\): leave it out of target_modules$/s,
+    (name, module, kind, modules) => `${name} 对应模块 ${module}，memplan 不模拟它上面的 LoRA 适配器（它模拟名为 ${modules} 的 ${kind} 模块上的 LoRA）：请把它从 target_modules 中去掉`],
   [/^the pattern (".*") matches no parameter \(names as model\.named_parameters\(\) gives them, e\.g\. (".*")\)$/s,
     (pattern, example) => `模式 ${pattern} 没有匹配到任何参数（参数名以 model.named_parameters() 给出的为准，例如 ${example}）`],
   [/^(this pattern freezes|these patterns freeze) (every parameter|every LoRA adapter \(with LoRA the adapters are all that trains\)): nothing would train \(loss\.backward\(\) raises ("[^"]*")\)$/,

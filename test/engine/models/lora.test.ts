@@ -14,7 +14,7 @@ import { parsePlan } from '../../../engine/plan/parse.ts';
 import { simulate } from '../../../engine/train/simulate.ts';
 import { programKey, recordedRun } from '../../../engine/train/run-replay.ts';
 import { planGpu } from '../../../cli/gpus.ts';
-import { requestsOf } from './allocations.ts';
+import { expectSameRequestsPlacedElsewhere, recording, requestsOf } from './allocations.ts';
 
 const tinyLlama = { model_type: 'llama', hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 4, vocab_size: 32000 };
 const lora = { r: 16, alpha: 32, dropout: 0.05, target_modules: ['q_proj', 'v_proj'] };
@@ -223,6 +223,52 @@ describe('reentrant checkpointing whose blocks get an input that needs no gradie
     expect(ids({ activation_checkpointing: 'reentrant' })).not.toContain('checkpoint_inputs_no_grad');
     expect(ids({ activation_checkpointing: 'reentrant', lora: { r: 8, alpha: 16, target_modules: ['q_proj', 'v_proj'] } })).not.toContain('checkpoint_inputs_no_grad');
     expect(ids({ activation_checkpointing: 'non_reentrant', freeze: ['model.embed_tokens.*'] })).not.toContain('checkpoint_inputs_no_grad');
+  });
+});
+
+describe('LoRA target names that match a module memplan puts no adapter on', () => {
+  const refusal = (preset: string, targets: string[]) => {
+    const p = parsePlan({ format: 'memplan.plan', version: 1, model: { preset }, training: { batch_size: 1, seq_len: 64, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: targets } } });
+    try {
+      simulate(p, { device: planGpu(p), timelinePoints: 0 });
+    } catch (error) {
+      return error as InputError;
+    }
+    return null;
+  };
+
+  it('are refused at target_modules: PEFT would adapt the embedding or the tied LM head, and memplan would not', () => {
+    // PEFT wraps nn.Embedding and a tied head's nn.Linear too; simulating without them would plan less than it trains
+    const embedding = refusal('tinyllama-1.1b', ['q_proj', 'v_proj', 'embed_tokens']);
+    expect(embedding).toBeInstanceOf(InputError);
+    expect(embedding!.where).toBe('training.lora.target_modules');
+    expect(embedding!.problem).toBe('"embed_tokens" names model.embed_tokens, on which memplan does not simulate an adapter (it simulates LoRA on the nn.Linear modules named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head): leave it out of target_modules');
+    // Llama 3.2 ties lm_head to embed_tokens: named_parameters() has no lm_head, the module is still there
+    expect(refusal('llama-3.2-1b', ['q_proj', 'lm_head'])?.problem).toMatch(/^"lm_head" names lm_head, on which memplan does not simulate an adapter/);
+    expect(refusal('gpt2', ['c_attn', 'lm_head'])?.problem).toMatch(/^"lm_head" names lm_head,/);
+    expect(refusal('gpt2', ['c_attn', 'wte'])?.problem).toMatch(/^"wte" names transformer\.wte,/);
+    expect(refusal('bert-base', ['query', 'word_embeddings'])?.problem).toMatch(/^"word_embeddings" names bert\.embeddings\.word_embeddings,/);
+    // a norm, which PEFT refuses to adapt ("Target module ... is not supported")
+    expect(refusal('tinyllama-1.1b', ['q_proj', 'input_layernorm'])?.problem).toMatch(/^"input_layernorm" names model\.layers\.0\.input_layernorm,/);
+  });
+
+  it('an untied LM head is an nn.Linear memplan adapts; a classifier PEFT keeps whole takes no adapter', () => {
+    expect(refusal('tinyllama-1.1b', ['q_proj', 'lm_head'])).toBeNull();
+    // measured on the H100 (4-layer TinyLlama, q_proj, v_proj and lm_head): the same requests in the same order over
+    // 6 steps, segments placed where the freed CPU copy left room; both peaks exact
+    const r = expectSameRequestsPlacedElsewhere('lora_tinyllama_4l_bf16_qv_lm_head_s512');
+    const m = recording('lora_tinyllama_4l_bf16_qv_lm_head_s512');
+    expect(r.peak_allocated_bytes).toBe(m.peak_allocated_bytes);
+    expect(r.peak_reserved_bytes).toBe(m.peak_reserved_bytes);
+    // RobertaForSequenceClassification's classifier.dense under modules_to_save: `dense` adapts the encoder's only
+    // (measured: lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, exact event for event)
+    const p = parsePlan({
+      format: 'memplan.plan',
+      version: 1,
+      model: { hf_config: { model_type: 'roberta', architectures: ['RobertaForSequenceClassification'], num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4, intermediate_size: 128, vocab_size: 1000 } },
+      training: { batch_size: 1, seq_len: 64, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: ['query', 'value', 'dense'] } },
+    });
+    expect(() => simulate(p, { device: planGpu(p), timelinePoints: 0 })).not.toThrow();
   });
 });
 
