@@ -476,7 +476,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
   if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
-  const unmatched = t.lora ? unmatchedTargets(model.parameters, t.lora.target_modules) : [];
+  const unmatched = t.lora ? unmatchedTargets(model.parameters, model.tiedModules ?? [], t.lora.target_modules) : [];
   if (unmatched.length) notes.push({ id: 'lora_targets_unmatched', targets: unmatched });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {

@@ -479,19 +479,28 @@ function phi3RotaryDim(raw: Record<string, unknown>, headDim: number): number {
 
 /**
  * The pretraining length a `longrope` config compares the sequence with (null: another rope type). The type comes
- * from `rope_parameters.rope_type`, or the older `rope_scaling`'s `rope_type` or `type` (Phi3Config renames the
- * older Phi-3 configs' "su" and "yarn" to "longrope"); the length from the same dict's
- * `original_max_position_embeddings`, else the config's (where transformers' standardize_rope_params moves it
- * from), else `max_position_embeddings`.
+ * from `rope_scaling` or `rope_parameters` (`rope_type`, or the older `type`; Phi3Config renames the older Phi-3
+ * configs' "su" and "yarn" to "longrope"). The length as transformers 5's standardize_rope_params sets it: the
+ * config's `original_max_position_embeddings` where the config has one (Phi3Config always does: 4096 unless given),
+ * else the rope dict's, else `max_position_embeddings`.
  */
 function longropeOriginalMax(raw: Record<string, unknown>): number | null {
-  const dict = [read(raw, 'rope_parameters'), read(raw, 'rope_scaling')].find((d): d is Record<string, unknown> => d !== null && typeof d === 'object');
+  const dictKey = ['rope_scaling', 'rope_parameters'].find((k) => {
+    const d = read(raw, k);
+    return d !== null && typeof d === 'object';
+  });
+  const dict = dictKey ? (read(raw, dictKey) as Record<string, unknown>) : null;
   const type = dict?.rope_type ?? dict?.type;
-  const longrope = type === 'longrope' || (read(raw, 'model_type') === 'phi3' && (type === 'su' || type === 'yarn'));
-  if (!dict || !longrope) return null;
-  const length = dict.original_max_position_embeddings ?? read(raw, 'original_max_position_embeddings') ?? read(raw, 'max_position_embeddings');
+  const phi3 = read(raw, 'model_type') === 'phi3';
+  if (!dict || !(type === 'longrope' || (phi3 && (type === 'su' || type === 'yarn')))) return null;
+  const topLevel = read(raw, 'original_max_position_embeddings');
+  const [where, length] =
+    topLevel !== undefined && topLevel !== null ? ['original_max_position_embeddings', topLevel]
+    : phi3 ? ['original_max_position_embeddings', 4096]
+    : dict.original_max_position_embeddings !== undefined ? [`${dictKey}.original_max_position_embeddings`, dict.original_max_position_embeddings]
+    : ['max_position_embeddings', read(raw, 'max_position_embeddings')];
   if (typeof length !== 'number' || !Number.isInteger(length) || length < 1) {
-    throw new InputError(`${WHERE}.original_max_position_embeddings`, `a longrope config needs its pretraining length, a positive whole number; got ${JSON.stringify(length)}`);
+    throw new InputError(`${WHERE}.${where}`, `a longrope config needs its pretraining length, a positive whole number; got ${JSON.stringify(length)}`);
   }
   return length;
 }

@@ -77,22 +77,20 @@ export function rotaryCosSin(rt: Runtime, invFreqBuffer: Tensor, t: number, dim:
  * the pretraining length, the long factors' frequencies computed anew (`_compute_longrope_parameters`:
  * `torch.tensor(long_factor)`, `arange(0, dim, 2).float() / dim`, `1.0 / (ext_factors * base**inv_freq_shape)`;
  * its `hasattr(self, f"{layer_type}_long_inv_freq")` never finds the `long_inv_freq` it sets, so every forward
- * computes them) and the buffer it replaces is freed. `buffers` are the model's tensors by name; `dim` the
- * dimensions turned.
- * The frees' order is the H100's (transformers 5.17, Python 3.12; test/fixtures/calibration/*phi4mini*): past the
- * pretraining length the comparison dies at once, and the long frequencies' intermediates with `seq_len` when the
- * update returns; below it the comparison dies with `seq_len`.
+ * computes them), and the buffer it replaces is freed. Python's order, as the H100 recorded it
+ * (test/fixtures/calibration/*phi4mini*): the comparison dies once `if` has read it; the long frequencies'
+ * temporaries, then that function's locals as it returns; the replaced buffer at `register_buffer`; `seq_len` as
+ * the update returns. `buffers` are the model's tensors by name; `dim` the dimensions turned.
  */
 export function longropeFrequencyUpdate(rt: Runtime, buffers: Map<string, Tensor>, t: number, dim: number, originalMax: number): void {
   const { cuda } = rt;
   const max = cuda.empty([], 'int64', 'rotary: torch.max(position_ids)');
   const seqLen = cuda.empty([], 'int64', 'rotary: seq_len = max + 1');
   cuda.release(max);
-  const longer = cuda.empty([], 'bool', 'rotary: seq_len > original_max_position_embeddings');
+  cuda.release(cuda.empty([], 'bool', 'rotary: seq_len > original_max_position_embeddings'));
   const name = 'model.rotary_emb.inv_freq';
   const previous = buffers.get(name)!;
   if (t > originalMax) {
-    cuda.release(longer);
     const half = [dim / 2];
     const extFactors = cuda.empty(half, 'float32', 'rotary: torch.tensor(long_factor)');
     const steps = cuda.empty(half, 'int64', 'rotary: arange(0, dim, 2)');
@@ -105,16 +103,16 @@ export function longropeFrequencyUpdate(rt: Runtime, buffers: Map<string, Tensor
     const scaled = cuda.empty(half, 'float32', 'rotary: ext_factors * base ** inv_freq_shape');
     cuda.release(power);
     const reciprocal = cuda.empty(half, 'float32', 'rotary: reciprocal'); // Tensor.__rdiv__: reciprocal() * 1.0
-    buffers.set(name, cuda.empty(half, 'float32', 'model.rotary_emb.inv_freq (long factors)', 'parameter'));
+    const long = cuda.empty(half, 'float32', 'model.rotary_emb.inv_freq (long factors)', 'parameter');
+    for (const x of [reciprocal, scaled, extFactors, shape]) cuda.release(x);
+    buffers.set(name, long);
     cuda.release(previous);
-    for (const x of [seqLen, extFactors, shape, scaled, reciprocal]) cuda.release(x);
-    return;
-  }
-  const short = buffers.get('model.rotary_emb.original_inv_freq')!;
-  if (previous.impl !== short.impl) {
-    buffers.set(name, cuda.ref(short));
-    cuda.release(previous);
+  } else {
+    const short = buffers.get('model.rotary_emb.original_inv_freq')!;
+    if (previous.impl !== short.impl) {
+      buffers.set(name, cuda.ref(short));
+      cuda.release(previous);
+    }
   }
   cuda.release(seqLen);
-  cuda.release(longer);
 }

@@ -71,12 +71,13 @@ export function loraConfigCode(a: { r: number; alpha: number; target_modules: re
 }
 
 /**
- * The target names that no module of the model matched while others did (PEFT raises only when none matches, so
- * a typo among several names adapts fewer modules without a word): the names, in the plan's order.
+ * The target names that no module of the model matches while others do (PEFT raises only when none matches, so
+ * a typo among several names adapts fewer modules without a word): the names, in the plan's order. A name that
+ * matches a module without an adapter is refused before (`applyFineTuning`), or names a head kept whole.
  */
-export function unmatchedTargets(params: readonly ParameterSpec[], targets: readonly string[]): string[] {
-  const adapted = params.filter((p) => p.adapter && p.name.endsWith('.lora_A.default.weight')).map((p) => p.name.slice(0, -'.lora_A.default.weight'.length));
-  return targets.filter((t) => !adapted.some((path) => isLoraTarget(path, [t])));
+export function unmatchedTargets(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: readonly string[]): string[] {
+  const modules = [...modulesOf(params, tiedModules)];
+  return targets.filter((t) => !modules.some((path) => isLoraTarget(path, [t])));
 }
 
 /**
@@ -221,22 +222,22 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  * cannot be done is told so at its field.
  */
 export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedModules?: readonly string[] }>(model: M, tuning: FineTuning): M {
+  if (tuning.lora) {
+    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
+    const kind = model.parameters.find((p) => p.loraModule)?.loraModule;
+    if (unadapted && kind) {
+      throw new InputError(
+        'training.lora.target_modules',
+        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${adaptableNames(model.parameters).join(', ')}): leave it out of target_modules`,
+      );
+    }
+  }
   if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
     const adaptable = model.parameters.filter((p) => p.loraModule);
     const names = adaptableNames(model.parameters);
     if (names.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
     const kind = adaptable[0]!.loraModule!;
     throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
-  }
-  if (tuning.lora) {
-    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
-    if (unadapted) {
-      const kind = model.parameters.find((p) => p.loraModule)!.loraModule!;
-      throw new InputError(
-        'training.lora.target_modules',
-        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${adaptableNames(model.parameters).join(', ')}): leave it out of target_modules`,
-      );
-    }
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
@@ -249,10 +250,25 @@ function adaptableNames(params: readonly ParameterSpec[]): string[] {
 }
 
 /**
+ * The modules of the model before PEFT wraps it: each parameter's and buffer's module and every module above it,
+ * and the tied ones (named_parameters() lists a tied weight once, under the other module). An adapter's and a
+ * modules_to_save copy's modules are PEFT's own, not the model's.
+ */
+function modulesOf(params: readonly ParameterSpec[], tiedModules: readonly string[]): Set<string> {
+  const modules = new Set<string>();
+  const addWithAncestors = (path: string) => {
+    for (let end = path.length; end > 0; end = path.lastIndexOf('.', end - 1)) modules.add(path.slice(0, end));
+  };
+  for (const p of params) if (!p.adapter && !p.savedModule) addWithAncestors(p.name.slice(0, p.name.lastIndexOf('.')));
+  for (const m of tiedModules) addWithAncestors(m);
+  return modules;
+}
+
+/**
  * A target name that matches a module of the model memplan put no adapter on: the input embedding or an LM head
- * tied to it, which PEFT would adapt (simulated without them, the plan would not be what PEFT trains), or a norm,
- * which PEFT refuses to adapt. A head PEFT copies whole
- * (`modules_to_save`: a classifier) takes no adapter, its original or its copy (measured:
+ * tied to it, which PEFT would adapt (simulated without them, the plan would not be what PEFT trains), or a module
+ * PEFT refuses to adapt (a norm, a block such as `self_attn`, a mixture of experts' fused experts). A head PEFT
+ * copies whole (`modules_to_save`: a classifier) takes no adapter, its original or its copy (measured:
  * lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, whose `dense` names the classifier's too). Names that match no
  * module at all are only noted (`unmatchedTargets`).
  */
@@ -261,8 +277,7 @@ function unadaptedTarget(params: readonly ParameterSpec[], tiedModules: readonly
   // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
   const saved = [...new Set(params.filter((p) => p.savedModule).map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.'))))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
-  const modules = [...params.filter((p) => !p.adapter && !p.buffer).map((p) => p.name.slice(0, p.name.lastIndexOf('.'))), ...tiedModules];
-  for (const module of modules) {
+  for (const module of modulesOf(params, tiedModules)) {
     if (adapted.has(module) || inSaved(module)) continue;
     const target = targets.find((t) => isLoraTarget(module, [t]));
     if (target !== undefined) return { target, module };

@@ -109,7 +109,7 @@ describe('the host’s mappings around the driver’s reservations (H100)', () =
     const above = lowest.filter((a) => a > file.end);
     const below = lowest.filter((a) => a < driver.start);
     expect(above.length + below.length).toBe(lowest.length);
-    // first above the file, from the top of the room the context's range left down to it, 32 MiB at a time ...
+    // first above the file, in the room the context's range left down to it ...
     expect(lowest.indexOf(below[0]!)).toBe(above.length);
     const lastAbove = Math.min(...above);
     expect(lastAbove - file.end).toBeLessThan(64 * MiB); // less than a reservation and its alignment: passed over

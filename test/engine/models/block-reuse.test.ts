@@ -62,8 +62,8 @@ function compare(plan: Plan, peakDetails = false): { reused: boolean; fits: bool
 
 /**
  * The plan with `layers` decoder layers (a pasted config's num_hidden_layers, GPT-2's n_layer; per-layer lists
- * repeated, freeze patterns of layers past the last dropped); a preset or a torchvision model as it is (its
- * published depth).
+ * repeated; freeze patterns naming a layer past the new depth dropped); a preset or a torchvision model as it is
+ * (its published depth).
  */
 function deeper(plan: Plan, layers: number): Plan | null {
   const m = plan.model;

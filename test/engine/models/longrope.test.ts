@@ -38,10 +38,14 @@ const plan = (seqLen: number, config: Record<string, unknown> = phi4mini) =>
 describe('the longrope update', () => {
   it('reads the pretraining length from rope_parameters, rope_scaling or the config, for longrope only', () => {
     expect(originalMax(phi4mini)).toBe(4096);
+    expect(originalMax({ ...phi4mini, original_max_position_embeddings: 8192 })).toBe(8192);
+    // Phi3Config always has the attribute (4096 unless given), and standardize_rope_params puts it in the rope dict
     const { original_max_position_embeddings: _, rope_scaling: __, ...rest } = phi4mini;
-    expect(originalMax({ ...rest, rope_parameters: { rope_type: 'longrope', original_max_position_embeddings: 8192, partial_rotary_factor: 0.75 } })).toBe(8192);
-    // without one transformers compares with max_position_embeddings
-    expect(originalMax({ ...rest, rope_scaling: { type: 'longrope' } })).toBe(131072);
+    expect(originalMax({ ...rest, rope_parameters: { rope_type: 'longrope', original_max_position_embeddings: 8192, partial_rotary_factor: 0.75 } })).toBe(4096);
+    // another model type: the config's, else the rope dict's, else max_position_embeddings
+    const llama = { ...rest, model_type: 'llama', architectures: ['LlamaForCausalLM'] };
+    expect(originalMax({ ...llama, rope_scaling: { rope_type: 'longrope', original_max_position_embeddings: 8192 } })).toBe(8192);
+    expect(originalMax({ ...llama, rope_scaling: { rope_type: 'longrope' } })).toBe(131072);
     expect(originalMax({ ...phi4mini, rope_scaling: null })).toBeNull();
     // Phi3Config renames the older Phi-3 configs' "su" and "yarn" to "longrope"; for other families yarn is yarn
     expect(originalMax({ ...phi4mini, rope_scaling: { ...phi4mini.rope_scaling, type: 'su' } })).toBe(4096);

@@ -100,7 +100,8 @@ describe('plans LoRA cannot run are refused at their field', () => {
   });
 
   it("BERT's modules: a target naming none of them lists query, key, value and dense (the tied decoder is not adapted)", () => {
-    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['q_proj', 'decoder'] } }, /^training\.lora\.target_modules: no nn\.Linear of this model is named "q_proj" or "decoder"; its nn\.Linear modules are named query, key, value, dense$/);
+    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['q_proj', 'c_attn'] } }, /^training\.lora\.target_modules: no nn\.Linear of this model is named "q_proj" or "c_attn"; its nn\.Linear modules are named query, key, value, dense$/);
+    refused({ model_type: 'bert', num_hidden_layers: 2 }, { lora: { ...lora, target_modules: ['q_proj', 'decoder'] } }, /^training\.lora\.target_modules: "decoder" names cls\.predictions\.decoder, on which memplan does not simulate an adapter \(it simulates LoRA on the nn\.Linear modules named query, key, value, dense\): leave it out of target_modules$/);
   });
 
   it("GPT-2's modules are Conv1D: a target naming none of them lists c_attn, c_proj and c_fc", () => {
@@ -248,8 +249,11 @@ describe('LoRA target names that match a module memplan puts no adapter on', () 
     expect(refusal('gpt2', ['c_attn', 'lm_head'])?.problem).toMatch(/^"lm_head" names lm_head,/);
     expect(refusal('gpt2', ['c_attn', 'wte'])?.problem).toMatch(/^"wte" names transformer\.wte,/);
     expect(refusal('bert-base', ['query', 'word_embeddings'])?.problem).toMatch(/^"word_embeddings" names bert\.embeddings\.word_embeddings,/);
-    // a norm, which PEFT refuses to adapt ("Target module ... is not supported")
+    // a norm or a block, which PEFT refuses to adapt ("Target module ... is not supported")
     expect(refusal('tinyllama-1.1b', ['q_proj', 'input_layernorm'])?.problem).toMatch(/^"input_layernorm" names model\.layers\.0\.input_layernorm,/);
+    expect(refusal('tinyllama-1.1b', ['q_proj', 'self_attn'])?.problem).toMatch(/^"self_attn" names model\.layers\.0\.self_attn,/);
+    // the tied head alone: the same message, not "no nn.Linear of this model is named"
+    expect(refusal('llama-3.2-1b', ['lm_head'])?.problem).toMatch(/^"lm_head" names lm_head, on which memplan does not simulate an adapter/);
   });
 
   it('an untied LM head is an nn.Linear memplan adapts; a classifier PEFT keeps whole takes no adapter', () => {
@@ -268,7 +272,10 @@ describe('LoRA target names that match a module memplan puts no adapter on', () 
       model: { hf_config: { model_type: 'roberta', architectures: ['RobertaForSequenceClassification'], num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4, intermediate_size: 128, vocab_size: 1000 } },
       training: { batch_size: 1, seq_len: 64, precision: 'bf16', lora: { r: 8, alpha: 16, target_modules: ['query', 'value', 'dense'] } },
     });
-    expect(() => simulate(p, { device: planGpu(p), timelinePoints: 0 })).not.toThrow();
+    expect(simulate(p, { device: planGpu(p), timelinePoints: 0 }).notes.map((n) => n.id)).not.toContain('lora_targets_unmatched');
+    // the head itself named: no adapter, and no note that no module has the name
+    const score = parsePlan({ ...p, training: { ...p.training, lora: { ...p.training.lora!, target_modules: ['query', 'value', 'classifier'] } } });
+    expect(simulate(score, { device: planGpu(score), timelinePoints: 0 }).notes.map((n) => n.id)).not.toContain('lora_targets_unmatched');
   });
 });
 
