@@ -223,21 +223,20 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  */
 export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedModules?: readonly string[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora) {
-    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
+    // the module class LoRA adapts here, and the names target_modules can take
     const kind = model.parameters.find((p) => p.loraModule)?.loraModule;
+    const names = adaptableNames(model.parameters);
+    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
     if (unadapted && kind) {
       throw new InputError(
         'training.lora.target_modules',
-        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${adaptableNames(model.parameters).join(', ')}): leave it out of target_modules`,
+        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${names.join(', ')}): leave it out of target_modules`,
       );
     }
-  }
-  if (tuning.lora && !model.parameters.some((p) => p.adapter)) {
-    const adaptable = model.parameters.filter((p) => p.loraModule);
-    const names = adaptableNames(model.parameters);
-    if (names.length === 0) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
-    const kind = adaptable[0]!.loraModule!;
-    throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
+    if (!model.parameters.some((p) => p.adapter)) {
+      if (!kind) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
+      throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
+    }
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
