@@ -26,7 +26,7 @@ export * from './compare/index.ts';
 // Models the plan can name.
 export { PRESETS, PRESET_NAMES, type Preset } from './models/presets.ts';
 export { HF_MODEL_TYPES, WITHOUT_TOKEN_CLASSIFIER, resolveHfConfig, type ProblemType, type SequenceClassifierHead, type TokenClassifierHead } from './models/hf/config.ts';
-export { LORA_MODEL_TYPES, loraConfigCode, peftDefaultTargets } from './models/peft/lora.ts';
+export { ALL_LINEAR, LORA_MODEL_TYPES, isAllLinear, loraConfigCode, peftDefaultTargets, type TargetModules } from './models/peft/lora.ts';
 
 // Bytes and PyTorch's own text.
 export { formatSize } from './allocator/format.ts';

@@ -11,6 +11,7 @@
  */
 import { DEFAULT_GPU } from '../gpu/device.ts';
 import type { Plan } from '../plan/schema.ts';
+import { ALL_LINEAR, isAllLinear, type TargetModules } from '../models/peft/lora.ts';
 
 /** Every row, in the order the table shows them. */
 export const SETTING_KEYS = [
@@ -97,7 +98,9 @@ const nameSet = (names: readonly string[]): string[] => [...new Set(names)].sort
 export function settingOf(plan: Plan, key: SettingKey): Setting {
   if (key === 'training.lora') {
     const lora = plan.training.lora;
-    return { key, value: lora ?? false, canonical: lora ? canonicalJson({ ...lora, target_modules: nameSet(lora.target_modules) }) : 'false' };
+    // a list is a set of names; "all-linear" is one setting in any case; a regular expression is as written
+    const targets = (t: TargetModules) => (typeof t !== 'string' ? nameSet(t) : isAllLinear(t) ? ALL_LINEAR : t);
+    return { key, value: lora ?? false, canonical: lora ? canonicalJson({ ...lora, target_modules: targets(lora.target_modules) }) : 'false' };
   }
   if (key === 'training.freeze') return { key, value: plan.training.freeze, canonical: JSON.stringify(nameSet(plan.training.freeze)) };
   const field = trainingKey(key);

@@ -14,14 +14,19 @@ export interface ParameterSpec {
   adapter?: boolean;
   /**
    * The trainable copy PEFT keeps of a module its task names (`modules_to_save`: a sequence or token classifier's
-   * classifier), beside the frozen original: trains under LoRA.
+   * classifier), beside the frozen original: trains under LoRA. The task that keeps it (PEFT's task_type).
    */
-  savedModule?: boolean;
+  savedModule?: 'SEQ_CLS' | 'TOKEN_CLS';
   /**
    * The weight of a module LoRA can adapt, and the module's class: an `nn.Linear` (`linearParameters`), or GPT-2's
    * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
    */
   loraModule?: 'nn.Linear' | 'Conv1D';
+  /**
+   * A mixture of experts' router (an nn.Linear PEFT adapts: "all-linear" takes it) or its experts' fused 3-D
+   * weights (which PEFT 0.21's "all-linear" adapts too, through a parameter wrapper).
+   */
+  moe?: 'router' | 'experts';
   /** Does not require grad (a base weight under LoRA, or matched by `training.freeze`): no gradient, no optimizer state. */
   frozen?: boolean;
 }

@@ -170,6 +170,17 @@ function plainValuesAccepted(members: readonly (readonly ZodIssue[])[]): { words
   return strings.length > 0 ? { words: [...new Set(words)], strings } : null;
 }
 
+/** The types a union's members take, when each member refused the value for its type alone (else none). */
+function typesAccepted(members: readonly (readonly ZodIssue[])[]): string[] {
+  const types = new Set<string>();
+  for (const issues of members) {
+    const i = issues[0];
+    if (issues.length !== 1 || i === undefined || i.path.length !== 0 || i.code !== 'invalid_type' || TYPE_WORDS[i.expected] === undefined) return [];
+    types.add(TYPE_WORDS[i.expected]!);
+  }
+  return [...types];
+}
+
 /** How far a union member's issues are from what the user meant (Note [Union issues]). */
 function weight(issues: readonly ZodIssue[]): number {
   let w = 0;
@@ -225,6 +236,13 @@ function flatten(issue: ZodIssue, prefix: Path, root: unknown, schema: z.core.$Z
         // the enum's own words (invalid_value below), so the same translation reads both
         const message = value === undefined ? `is required: one of ${accepted.words.join(', ')}` : `expected one of ${accepted.words.join(', ')}; got ${given(value)}${didYouMean(value, names)}`;
         out.push({ path: fieldPath(path), message });
+        return;
+      }
+      const types = typesAccepted(issue.errors);
+      const value = valueAt(root, path);
+      if (types.length > 1 && value !== undefined) {
+        // members of different types, none of which the value is: "expected a list or text, got 5"
+        out.push({ path: fieldPath(path), message: `expected ${types.join(' or ')}, got ${given(value)}` });
         return;
       }
       const best = issue.errors.reduce((a, b) => (weight(b) < weight(a) ? b : a));

@@ -3,6 +3,7 @@
  * docs/plan-format.md explains every field. Unknown keys are rejected, so a typo is reported, not ignored.
  */
 import { z } from 'zod';
+import { isAllLinear, targetPattern } from '../models/peft/lora.ts';
 import { PRESETS, PRESET_NAMES } from '../models/presets.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
@@ -79,7 +80,21 @@ export const trainingSchema = z.strictObject({
       r: positiveInt,
       alpha: z.number().positive('must be positive'),
       dropout: z.number().min(0, 'must be zero or more').lt(1, 'must be below 1').default(0),
-      target_modules: z.array(z.string().min(1, 'must not be empty')).min(1, 'name at least one module'),
+      target_modules: z.union([
+        z.array(z.string().min(1, 'must not be empty')).min(1, 'name at least one module').superRefine((names, ctx) => {
+          // PEFT reads the shorthand only as the whole value; in a list it is a module's name
+          const i = names.findIndex((name) => isAllLinear(name));
+          if (i >= 0) ctx.addIssue({ code: 'custom', path: [i], message: `in a list, "${names[i]}" names a module of that name: for every linear layer, write the string itself ("target_modules": "all-linear")` });
+        }),
+        z.string().min(1, 'must not be empty').superRefine((source, ctx) => {
+          if (isAllLinear(source)) return;
+          try {
+            targetPattern(source);
+          } catch (error) {
+            ctx.addIssue({ code: 'custom', message: `is not "all-linear", and not a regular expression memplan can read: ${JSON.stringify((error as Error).message)}` });
+          }
+        }),
+      ]),
       quantization: z.enum(['none', '4bit', '8bit']).default('none'),
     })
     .optional(),

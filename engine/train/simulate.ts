@@ -57,6 +57,11 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
   fp16: 'float16',
 };
 
+/** The model a plan trains on a device: built, with its LoRA adapters and frozen parameters (`training`). */
+export function planModel(plan: Plan, device: DeviceSpec): TrainableModel {
+  return applyFineTuning(buildModel(plan, device), fineTuningOf(plan.training));
+}
+
 function buildModel(plan: Plan, device: DeviceSpec): TrainableModel {
   const m = plan.model;
   const t = plan.training;
@@ -219,7 +224,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   if (t.lora && t.lora.quantization !== 'none') {
     throw new InputError('training.lora.quantization', `${t.lora.quantization === '4bit' ? 'a 4-bit' : 'an 8-bit'} base (QLoRA) needs bitsandbytes, whose memory is not modelled; plan the bf16 base instead`);
   }
-  const model = applyFineTuning(buildModel(plan, spec), fineTuningOf(t));
+  const model = planModel(plan, spec);
 
   cuda.recordTimeline = options.timelinePoints !== 0;
   cuda.recordStorages = options.peakDetails !== false;

@@ -207,8 +207,14 @@ def _check_fine_tuning(training: dict) -> None:
         raise PlanError("training.lora.alpha", "expected a positive number")
     if not isinstance(lora.get("dropout", 0.0), (int, float)) or not 0 <= lora.get("dropout", 0.0) < 1:
         raise PlanError("training.lora.dropout", "expected a probability in [0, 1)")
-    if not isinstance(lora["target_modules"], list) or not lora["target_modules"]:
-        raise PlanError("training.lora.target_modules", "expected a list of module names")
+    targets = lora["target_modules"]
+    # PEFT's forms: a list of names (a module's name or its last parts), or one string: "all-linear", else a
+    # regular expression its whole name must match
+    if isinstance(targets, str) and not targets:
+        raise PlanError("training.lora.target_modules", "expected a non-empty string")
+    if not isinstance(targets, str) and (not isinstance(targets, list) or not targets
+                                         or not all(isinstance(t, str) and t for t in targets)):
+        raise PlanError("training.lora.target_modules", 'expected a list of module names, "all-linear" or a regular expression')
     if lora.get("quantization", "none") != "none":
         raise PlanError("training.lora.quantization", "4-bit and 8-bit bases need bitsandbytes, which this script does not use")
 
@@ -624,7 +630,8 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         # classifier gets SEQ_CLS and a token classifier TOKEN_CLS, as PEFT's guides give them: the classifier trains
         # (modules_to_save).
         lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
-                                      target_modules=list(lora["target_modules"]),
+                                      target_modules=(lora["target_modules"] if isinstance(lora["target_modules"], str)
+                                                      else list(lora["target_modules"])),
                                       task_type="SEQ_CLS" if classifier else "TOKEN_CLS" if token_classifier
                                       else None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)

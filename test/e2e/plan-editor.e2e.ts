@@ -139,7 +139,19 @@ describe('the plan editor', () => {
     await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('qkv_proj');
     await page.locator('#lora-targets').fill('q_proj, v_proj');
     await waitForResult(page);
+    const qv = await resultNumbers(page);
     await screenshot(page, 'lora-llama-en');
+    // PEFT's shorthand: adapters on every linear layer but lm_head, more fp32 weights, gradients and AdamW state
+    await page.locator('#lora-targets').fill('all-linear');
+    await expect.poll(async () => (await resultNumbers(page)).peakAllocated, { timeout: 60_000 }).toBeGreaterThan(qv.peakAllocated);
+    expect(await field.locator('.issues').count()).toBe(0);
+    await field.evaluate((el) => el.scrollIntoView({ block: 'center' })); // the field with its hint
+    await screenshot(page, 'lora-all-linear-en');
+    // a pattern that takes the input embedding, whose adapter memplan does not simulate: said at the field
+    await page.locator('#lora-targets').fill('.*embed_tokens');
+    await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('model.embed_tokens');
+    await page.locator('#lora-targets').fill('q_proj, v_proj');
+    await waitForResult(page);
     await page.locator('#lora').uncheck();
     await waitForResult(page);
     await page.locator('#tab-model').click(); // where the next test starts

@@ -35,6 +35,17 @@ const QLORA_PLAN = {
   gpu: { memory_limit_bytes: 20_000_000_000 },
 };
 
+/** target_modules as one string: a pattern without a pattern's characters (only the module named lm_head), and PEFT's shorthand. */
+const PATTERN_PLAN = {
+  format: 'memplan.plan',
+  version: 1,
+  name: 'Small Llama, LoRA on the module named lm_head',
+  model: { hf_config: SMALL_LLAMA },
+  training: { batch_size: 4, seq_len: 256, precision: 'bf16', lora: { r: 8, alpha: 16, dropout: 0, target_modules: 'lm_head' } },
+  gpu: { name: 'h100-sxm' },
+};
+const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR' } } };
+
 const VISION_PRESET_PLAN = {
   format: 'memplan.plan',
   version: 1,
@@ -99,7 +110,7 @@ const UNKNOWN_KEYS_PLAN = {
 
 describe('a plan file opened and exported again', () => {
   test('gives back every field it had, with the values the engine reads', async () => {
-    for (const plan of [QLORA_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
+    for (const plan of [QLORA_PLAN, PATTERN_PLAN, ALL_LINEAR_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
       await openPlanFile(plan);
       const exported = await exportPlanFile();
       expect(keyPaths(exported), plan.name).toEqual(expect.arrayContaining(keyPaths(plan)));

@@ -50,7 +50,10 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     p(`${name}.weight`, [e]);
     p(`${name}.bias`, [e]);
   };
-  const wordEmbeddings = `${base}.embeddings.word_embeddings.weight`;
+  // XLMRobertaForMaskedLM registers lm_head before roberta: named_parameters() meets the tied word embedding first
+  // as the decoder's weight, and names it so (measured: h100_lora_targets.json)
+  const headFirstTied = cfg.modelType === 'xlm-roberta' && cfg.tieWordEmbeddings && cfg.head.kind !== 'sequence_classification' && cfg.head.kind !== 'token_classification';
+  const wordEmbeddings = headFirstTied ? 'lm_head.decoder.weight' : `${base}.embeddings.word_embeddings.weight`;
   p(wordEmbeddings, [cfg.vocabSize, e]);
   // RobertaEmbeddings registers its position embeddings (with a padding index) after the LayerNorm (measured)
   if (!roberta) p(`${base}.embeddings.position_embeddings.weight`, [cfg.maxPositions, e]);
@@ -87,7 +90,8 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // (deep-copied: the model's dtype), which trains
     if (!roberta) dense(`${base}.pooler.dense`, e, e);
     const n = classifier.numLabels;
-    const head = (prefix: string, savedModule: boolean) => {
+    const head = (prefix: string, saved: boolean) => {
+      const savedModule = saved ? ('SEQ_CLS' as const) : undefined;
       const linearOf = (name: string, out: number) => params.push({ name: `${name}.weight`, shape: [out, e], dtype, savedModule }, { name: `${name}.bias`, shape: [out], dtype, savedModule });
       if (roberta) {
         linearOf(`${prefix}.dense`, e);
@@ -102,15 +106,17 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // BertForTokenClassification (and RoBERTa's): no pooler, the classifier on every token; under LoRA, PEFT's
     // TOKEN_CLS task keeps it trainable as `modules_to_save`, as for a sequence classifier
     const bodyEnd = params.length;
-    const linearOf = (prefix: string, savedModule: boolean) =>
+    const linearOf = (prefix: string, saved: boolean) => {
+      const savedModule = saved ? ('TOKEN_CLS' as const) : undefined;
       params.push({ name: `${prefix}.weight`, shape: [tokenClassifier.numLabels, e], dtype, savedModule }, { name: `${prefix}.bias`, shape: [tokenClassifier.numLabels], dtype, savedModule });
+    };
     linearOf('classifier', false);
     if (tuning.lora) linearOf('classifier.modules_to_save.default', true);
     headFirst(bodyEnd);
   } else if (roberta) {
     // RobertaLMHead: dense, layer_norm, decoder (tied: the word embedding, moved here when the head comes first;
     // its bias the head's `bias`, moved on the decoder's visit)
-    const word = cfg.tieWordEmbeddings && cfg.modelType === 'xlm-roberta' ? params.splice(0, 1)[0]! : null;
+    const word = headFirstTied ? params.splice(0, 1)[0]! : null;
     const bodyEnd = params.length;
     dense('lm_head.dense', e, e);
     norm('lm_head.layer_norm');
@@ -133,7 +139,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
   }
   const classifierPath = tuning.lora ? 'classifier.modules_to_save.default' : 'classifier';
-  const decoderWeight = cfg.tieWordEmbeddings ? `${base}.embeddings.word_embeddings.weight` : roberta ? 'lm_head.decoder.weight' : 'cls.predictions.decoder.weight';
+  const decoderWeight = cfg.tieWordEmbeddings ? wordEmbeddings : roberta ? 'lm_head.decoder.weight' : 'cls.predictions.decoder.weight';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   /** Each layer's parameters' names (read once the list is final: a head may have moved to the front). */
@@ -243,7 +249,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
     const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
     const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
-    const inputsEmbeds = embedding(rt, w(`${base}.embeddings.word_embeddings.weight`), ids, `${base}.embeddings.word_embeddings`);
+    const inputsEmbeds = embedding(rt, w(wordEmbeddings), ids, `${base}.embeddings.word_embeddings`);
     inputsRequireGrad?.hook(rt, inputsEmbeds);
     // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
     const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
@@ -285,7 +291,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     const positions = cuda.empty([b, t], 'int64', 'position ids: + padding_idx', 'temporary');
     for (const y of [long, mask, incremental]) cuda.release(y);
     const tokenTypes = cuda.empty([b, t], 'int64', 'token_type_ids (gathered)', 'input');
-    const inputsEmbeds = embedding(rt, w(`${base}.embeddings.word_embeddings.weight`), ids, `${base}.embeddings.word_embeddings`);
+    const inputsEmbeds = embedding(rt, w(wordEmbeddings), ids, `${base}.embeddings.word_embeddings`);
     inputsRequireGrad?.hook(rt, inputsEmbeds);
     const typeEmbeds = embedding(rt, w(`${base}.embeddings.token_type_embeddings.weight`), tokenTypes, `${base}.embeddings.token_type_embeddings`);
     const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
@@ -320,7 +326,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   return {
     parameters: params,
     optimizerOrder,
-    tiedModules: !classifier && !tokenClassifier && cfg.tieWordEmbeddings ? [roberta ? 'lm_head.decoder' : 'cls.predictions.decoder'] : [],
+    tiedModules: headFirstTied ? [`${base}.embeddings.word_embeddings`] : !classifier && !tokenClassifier && cfg.tieWordEmbeddings ? [roberta ? 'lm_head.decoder' : 'cls.predictions.decoder'] : [],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -133,11 +133,14 @@ export function classificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, 
  * (the model's dtype, after the frozen original, which keeps its name as `training.freeze` patterns see it): the
  * parameters, and the weight and bias the forward reads.
  */
-function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean, bias: boolean): { params: ParameterSpec[]; weight: string; bias: string | null } {
-  const module = (prefix: string, savedModule: boolean): ParameterSpec[] => [
-    { name: `${prefix}.weight`, shape: [numLabels, hidden], dtype, savedModule },
-    ...(bias ? [{ name: `${prefix}.bias`, shape: [numLabels], dtype, savedModule }] : []),
-  ];
+function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean, bias: boolean, task: 'SEQ_CLS' | 'TOKEN_CLS'): { params: ParameterSpec[]; weight: string; bias: string | null } {
+  const module = (prefix: string, saved: boolean): ParameterSpec[] => {
+    const savedModule = saved ? task : undefined;
+    return [
+      { name: `${prefix}.weight`, shape: [numLabels, hidden], dtype, savedModule },
+      ...(bias ? [{ name: `${prefix}.bias`, shape: [numLabels], dtype, savedModule }] : []),
+    ];
+  };
   const trained = lora ? 'score.modules_to_save.default' : 'score';
   return { params: [...module('score', false), ...(lora ? module(trained, true) : [])], weight: `${trained}.weight`, bias: bias ? `${trained}.bias` : null };
 }
@@ -150,7 +153,7 @@ export function decoderClassifierHeads(head: { kind: 'causal_lm' } | DecoderSequ
   const classifier = head.kind === 'sequence_classification' ? head : null;
   const tokenClassifier = head.kind === 'token_classification' ? head : null;
   const numLabels = (classifier ?? tokenClassifier)?.numLabels;
-  const score = numLabels === undefined ? null : scoreParameters(numLabels, hidden, dtype, lora, tokenClassifier?.bias ?? false);
+  const score = numLabels === undefined ? null : scoreParameters(numLabels, hidden, dtype, lora, tokenClassifier?.bias ?? false, tokenClassifier ? 'TOKEN_CLS' : 'SEQ_CLS');
   return { classifier, tokenClassifier, score };
 }
 

@@ -71,10 +71,10 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       if (moe) {
         // MixtralSparseMoeBlock registers the router (`gate`), then the experts' 3-D weights; Qwen3MoeSparseMoeBlock
         // the experts first
-        const router = () => p(`${l}.mlp.gate.weight`, [moe.experts, cfg.hidden]);
+        const router = () => params.push({ name: `${l}.mlp.gate.weight`, shape: [moe.experts, cfg.hidden], dtype, moe: 'router' });
         if (moe.kind === 'mixtral') router();
-        p(`${l}.mlp.experts.gate_up_proj`, [moe.experts, 2 * moe.intermediate, cfg.hidden]);
-        p(`${l}.mlp.experts.down_proj`, [moe.experts, cfg.hidden, moe.intermediate]);
+        params.push({ name: `${l}.mlp.experts.gate_up_proj`, shape: [moe.experts, 2 * moe.intermediate, cfg.hidden], dtype, moe: 'experts' });
+        params.push({ name: `${l}.mlp.experts.down_proj`, shape: [moe.experts, cfg.hidden, moe.intermediate], dtype, moe: 'experts' });
         if (moe.kind === 'qwen3_moe') router();
       } else {
         lin(`${l}.mlp.gate_proj`, cfg.intermediate, cfg.hidden, cfg.mlpBias);
@@ -93,7 +93,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   params.push({ name: 'model.rotary_emb.original_inv_freq', shape: [cfg.rotaryDim / 2], dtype: 'float32', buffer: true });
   const { classifier, tokenClassifier, score } = decoderClassifierHeads(cfg.head, cfg.hidden, dtype, tuning.lora !== null);
   if (score) params.push(...score.params);
-  else if (!cfg.tieWordEmbeddings) lin('lm_head', cfg.vocabSize, cfg.hidden, false);
+  else if (!cfg.tieWordEmbeddings) params.push(...linearParameters('lm_head', cfg.vocabSize, cfg.hidden, false, dtype, tuning, true)); // the output embeddings
   const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;

@@ -30,7 +30,41 @@ export interface LoraSpec {
   r: number;
   alpha: number;
   dropout: number;
-  target_modules: string[];
+  target_modules: TargetModules;
+}
+
+/**
+ * `LoraConfig.target_modules` as PEFT 0.21 takes it (peft/tuners/tuners_utils.py `check_target_module_exists`,
+ * `_maybe_include_all_linear_layers`): a list of names, each a module's full name or its last dot-separated parts;
+ * or one string: "all-linear" in any case (`INCLUDE_LINEAR_LAYERS_SHORTHAND`), else a regular expression a
+ * module's whole name must match (`re.fullmatch`). A list holding "all-linear" names a module of that name.
+ */
+export type TargetModules = readonly string[] | string;
+
+/** PEFT's shorthand for every nn.Linear and Conv1D but the output layer. */
+export const ALL_LINEAR = 'all-linear';
+
+/** Whether target_modules is PEFT's "all-linear" shorthand (a string, compared in lower case). */
+export function isAllLinear(targets: TargetModules): boolean {
+  return typeof targets === 'string' && targets.toLowerCase() === ALL_LINEAR;
+}
+
+/**
+ * A string target_modules other than "all-linear", as the regular expression `re.fullmatch` applies. Read as
+ * JavaScript reads it, with the `u` flag so that what JavaScript does not know (Python's `(?P<name>...)`, an
+ * escape such as `\Z`) is an error rather than another pattern: throws a SyntaxError saying what.
+ */
+export function targetPattern(source: string): RegExp {
+  new RegExp(source, 'u'); // what is wrong, said of the expression as written
+  return new RegExp(`^(?:${source})$`, 'u');
+}
+
+/** The regular expressions of string target_modules, compiled once each. */
+const patterns = new Map<string, RegExp>();
+function patternOf(source: string): RegExp {
+  let re = patterns.get(source);
+  if (!re) patterns.set(source, (re = targetPattern(source)));
+  return re;
 }
 
 /** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
@@ -75,17 +109,31 @@ export function loraConfigCode(a: { r: number; alpha: number; target_modules: re
  * a typo among several names adapts fewer modules without a word): the names, in the plan's order. A name that
  * matches a module without an adapter is refused before (`applyFineTuning`), or names a head kept whole.
  */
-export function unmatchedTargets(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: readonly string[]): string[] {
+export function unmatchedTargets(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: TargetModules): string[] {
+  // one pattern: matching nothing, it adapts nothing, and that is refused (`applyFineTuning`)
+  if (typeof targets === 'string') return [];
   const modules = [...modulesOf(params, tiedModules)];
   return targets.filter((t) => !modules.some((path) => isLoraTarget(path, [t])));
 }
 
 /**
- * PEFT's `check_target_module_exists` for a list of names: a module is a target when its full name is one of
- * them or ends with `.` + one of them.
+ * PEFT's `check_target_module_exists` for target names or a regular expression: with a list, a module is a target
+ * when its full name is one of them or ends with `.` + one of them; with a string, when the expression matches its
+ * whole name. "all-linear" names no module by name (`adapts` decides it for the modules LoRA can wrap).
  */
-export function isLoraTarget(modulePath: string, targets: readonly string[]): boolean {
-  return targets.some((t) => modulePath === t || modulePath.endsWith(`.${t}`));
+export function isLoraTarget(modulePath: string, targets: TargetModules): boolean {
+  if (typeof targets !== 'string') return targets.some((t) => modulePath === t || modulePath.endsWith(`.${t}`));
+  return !isAllLinear(targets) && patternOf(targets).test(modulePath);
+}
+
+/**
+ * Whether PEFT puts an adapter on the nn.Linear or Conv1D module at `path`: the ones target_modules match, or with
+ * "all-linear" every one but the model's output embeddings (`get_output_embeddings()`: a causal LM's untied
+ * `lm_head`; a tied head is no module of its own here, and a masked LM's decoder is no module LoRA adapts here).
+ * A classifier head a task keeps whole is never adapted (`scoreParameters`, bert.ts: they are built without).
+ */
+function adapts(path: string, targets: TargetModules, outputEmbeddings: boolean): boolean {
+  return isAllLinear(targets) ? !outputEmbeddings : isLoraTarget(path, targets);
 }
 
 /** `fnmatch.fnmatchcase` of a parameter name against a `training.freeze` pattern (`*`, `?`, `[...]`). */
@@ -113,10 +161,10 @@ export function matchesPattern(name: string, pattern: string): boolean {
  * The parameters of a `nn.Linear` at `path` ([out, in] weight, maybe a bias) as the model lists them, with
  * the LoRA adapters PEFT adds after them when the module is a target.
  */
-export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning): ParameterSpec[] {
+export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning, outputEmbeddings = false): ParameterSpec[] {
   const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, loraModule: 'nn.Linear' }];
   if (bias) out.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
-  out.push(...loraAdapterParameters(path, inFeatures, outFeatures, tuning));
+  out.push(...loraAdapterParameters(path, inFeatures, outFeatures, tuning, outputEmbeddings));
   return out;
 }
 
@@ -125,8 +173,8 @@ export function linearParameters(path: string, outFeatures: number, inFeatures: 
  * [r, in] and `lora_B` [out, r], fp32 whatever the precision; none otherwise. GPT-2's Conv1D reads in and out from
  * its [in, out] weight; an nn.Linear from its [out, in] one.
  */
-export function loraAdapterParameters(path: string, inFeatures: number, outFeatures: number, tuning: FineTuning): ParameterSpec[] {
-  if (!tuning.lora || !isLoraTarget(path, tuning.lora.target_modules)) return [];
+export function loraAdapterParameters(path: string, inFeatures: number, outFeatures: number, tuning: FineTuning, outputEmbeddings = false): ParameterSpec[] {
+  if (!tuning.lora || !adapts(path, tuning.lora.target_modules, outputEmbeddings)) return [];
   return [
     { name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true },
     { name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true },
@@ -226,6 +274,23 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedMod
     // the module class LoRA adapts here, and the names target_modules can take
     const kind = model.parameters.find((p) => p.loraModule)?.loraModule;
     const names = adaptableNames(model.parameters);
+    const targets = tuning.lora.target_modules;
+    const head = tokenClassifierTarget(model.parameters, targets);
+    if (head) {
+      const allLinear = isAllLinear(targets);
+      throw new InputError(
+        'training.lora.target_modules',
+        `${JSON.stringify(head.target)} ${allLinear ? 'takes' : 'names'} ${head.module}, the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0.21 then raises TypeError ("modules_to_save cannot be applied to modules of type lora.Linear"); ${allLinear ? 'name the modules to adapt instead' : 'leave it out of target_modules'}`,
+      );
+    }
+    // PEFT 0.21's "all-linear" adapts a mixture of experts' router and experts (h100_lora_targets.json)
+    const moeModules = isAllLinear(targets) ? [...new Set(model.parameters.filter((p) => p.moe).map((p) => p.name.slice(0, p.name.lastIndexOf('.'))))] : [];
+    if (moeModules.length > 0) {
+      throw new InputError(
+        'training.lora.target_modules',
+        `${JSON.stringify(targets)} takes the mixture of experts' routers and experts too (${moeModules.slice(0, 2).join(', ')}, ...), which PEFT 0.21 adapts and memplan does not (it simulates LoRA on the ${kind} modules named ${names.join(', ')}): name those modules instead`,
+      );
+    }
     const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
     if (unadapted && kind) {
       throw new InputError(
@@ -235,7 +300,8 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedMod
     }
     if (!model.parameters.some((p) => p.adapter)) {
       if (!kind) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
-      throw new InputError('training.lora.target_modules', `no ${kind} of this model is named ${tuning.lora.target_modules.map((t) => JSON.stringify(t)).join(' or ')}; its ${kind} modules are named ${names.join(', ')}`);
+      const what = typeof targets === 'string' ? `matches ${JSON.stringify(targets)}` : `is named ${targets.map((t) => JSON.stringify(t)).join(' or ')}`;
+      throw new InputError('training.lora.target_modules', `no ${kind} of this model ${what}; its ${kind} modules are named ${names.join(', ')}`);
     }
   }
   const { error, where } = markFrozen(model.parameters, tuning);
@@ -265,23 +331,41 @@ function modulesOf(params: readonly ParameterSpec[], tiedModules: readonly strin
 
 /**
  * A target name that matches a module of the model memplan put no adapter on: the input embedding or an LM head
- * tied to it, which PEFT would adapt (simulated without them, the plan would not be what PEFT trains), or a module
- * PEFT refuses to adapt (a norm, a block such as `self_attn`, a mixture of experts' fused experts). A head PEFT
+ * tied to it, and a mixture of experts' router or experts, which PEFT would adapt (simulated without them, the plan
+ * would not be what PEFT trains), or a module PEFT refuses to adapt (a norm, a block such as `self_attn`). A head PEFT
  * copies whole (`modules_to_save`: a classifier) takes no adapter, its original or its copy (measured:
  * lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, whose `dense` names the classifier's too). Names that match no
  * module at all are only noted (`unmatchedTargets`).
  */
-function unadaptedTarget(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: readonly string[]): { target: string; module: string } | null {
+function unadaptedTarget(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: TargetModules): { target: string; module: string } | null {
+  // "all-linear" takes only modules LoRA wraps, and leaves out the output layer
+  if (isAllLinear(targets)) return null;
   const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
   // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
   const saved = [...new Set(params.filter((p) => p.savedModule).map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.'))))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
   for (const module of modulesOf(params, tiedModules)) {
     if (adapted.has(module) || inSaved(module)) continue;
-    const target = targets.find((t) => isLoraTarget(module, [t]));
+    const target = typeof targets === 'string' ? (isLoraTarget(module, targets) ? targets : undefined) : targets.find((t) => isLoraTarget(module, [t]));
     if (target !== undefined) return { target, module };
   }
   return null;
+}
+
+/**
+ * A target that takes a token classifier's head: PEFT's TOKEN_CLS task keeps the head whole (`modules_to_save`)
+ * only after the adapters are in (peft_model.py PeftModelForTokenClassification; SEQ_CLS sets modules_to_save
+ * first, and `check_target_module_exists` then skips the head), so an adapter on it makes `_set_trainable` raise
+ * a TypeError. "all-linear" takes it, since a classifier is no output embedding (measured with PEFT 0.21 on every
+ * token classifier memplan simulates: test/fixtures/device/h100_lora_targets.json).
+ */
+function tokenClassifierTarget(params: readonly ParameterSpec[], targets: TargetModules): { target: string; module: string } | null {
+  const saved = params.find((p) => p.savedModule === 'TOKEN_CLS');
+  if (!saved) return null;
+  const module = saved.name.slice(0, saved.name.indexOf('.modules_to_save.'));
+  if (typeof targets === 'string') return isAllLinear(targets) || isLoraTarget(module, targets) ? { target: targets, module } : null;
+  const target = targets.find((t) => isLoraTarget(module, [t]));
+  return target === undefined ? null : { target, module };
 }
 
 /**

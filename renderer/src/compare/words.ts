@@ -4,7 +4,7 @@
  * attribution (engine/compare/attribution.ts: ids and numbers, never sentences).
  */
 import catalog from '../../../resources/gpus.json' with { type: 'json' };
-import type { Attribution, ChangeEffect, LoraSetting, SettingKey, SettingValue } from '../../../engine/index.ts';
+import type { Attribution, ChangeEffect, LoraSetting, SettingKey, SettingValue, TargetModules } from '../../../engine/index.ts';
 import type { Locale, Messages } from '../i18n/index.ts';
 import { formatBytes } from '../charts/units.ts';
 import { localizeEngineMessage } from '../i18n/issues.ts';
@@ -61,10 +61,13 @@ function word(m: Messages, key: SettingKey, value: string): string {
 
 const numberText = (value: number, locale: Locale): string => new Intl.NumberFormat(locale).format(value);
 
+/** target_modules as written: names joined by commas, or PEFT's one string ("all-linear", a regular expression). */
+export const targetsText = (targets: TargetModules): string => (typeof targets === 'string' ? targets : targets.join(', '));
+
 /** "r 16, alpha 32, dropout 0.05, q_proj, v_proj" (", 4-bit" for a QLoRA base). */
 export function loraText(m: Messages, lora: LoraSetting, locale: Locale): string {
   const n = (v: number) => numberText(v, locale);
-  const text = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), lora.target_modules.join(', '));
+  const text = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), targetsText(lora.target_modules));
   return lora.quantization === 'none' ? text : m.cmpLoraQuantized(text, lora.quantization === '4bit' ? 4 : 8);
 }
 

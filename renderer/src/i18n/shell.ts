@@ -173,7 +173,8 @@ const en = {
   loraAlpha: 'lora_alpha',
   loraDropout: 'lora_dropout',
   loraTargets: 'target_modules',
-  loraTargetsHint: (defaults: TargetDefaults) => `Module names, comma-separated, e.g. ${defaults.map((d) => `${d.targets.join(', ')} (${d.modelTypes.join(', ')})`).join(' or ')}.`,
+  loraTargetsHint: (defaults: TargetDefaults) =>
+    `Module names, comma-separated, e.g. ${defaults.map((d) => `${d.targets.join(', ')} (${d.modelTypes.join(', ')})`).join(' or ')}; or all-linear (every linear layer but the output layer), or a regular expression the whole module name must match, as PEFT reads them.`,
   loraQuantization: 'Base quantization',
   loraQuantizationNone: 'None',
   loraQuantization4bit: '4-bit (QLoRA)',
@@ -376,7 +377,8 @@ export const shell = defineMessages(en, {
   loraAlpha: 'lora_alpha',
   loraDropout: 'lora_dropout',
   loraTargets: 'target_modules',
-  loraTargetsHint: (defaults) => `模块名，用逗号分隔，例如 ${defaults.map((d) => `${d.targets.join(', ')}（${d.modelTypes.join('、')}）`).join(' 或 ')}。`,
+  loraTargetsHint: (defaults) =>
+    `模块名，用逗号分隔，例如 ${defaults.map((d) => `${d.targets.join(', ')}（${d.modelTypes.join('、')}）`).join(' 或 ')}；也可以写 all-linear（除输出层外的所有线性层），或一个须与完整模块名匹配的正则表达式，与 PEFT 的读法相同。`,
   loraQuantization: '基础模型量化',
   loraQuantizationNone: '不量化',
   loraQuantization4bit: '4 比特（QLoRA）',

@@ -7,7 +7,7 @@
  * and so is what no field holds (a misspelt key, a second model form: kept-keys.ts): the engine names it, and the
  * results column offers to take it out (`keptKeys`, `removeKept`).
  */
-import type { LayerSpec, TrainingSpec } from '../../../engine/index.ts';
+import { isAllLinear, type LayerSpec, type TargetModules, type TrainingSpec } from '../../../engine/index.ts';
 import { formKeys, isObject, keptKeys, keptOf, withKept, withoutKept, type FieldObjects, type Kept, type KeptKey } from './kept-keys.ts';
 
 export type ModelMode = 'preset' | 'hf_config' | 'torchvision' | 'layers';
@@ -126,6 +126,7 @@ export class PlanEditor {
   loraRank = $state<number | null>(16);
   loraAlpha = $state<number | null>(32);
   loraDropout = $state<number | null>(0.05);
+  /** `training.lora.target_modules` as typed: names separated by commas, "all-linear", or a regular expression. */
   loraTargetsText = $state('q_proj, v_proj');
   loraQuantization = $state<LoraQuantization>('none');
   freezeText = $state('');
@@ -137,6 +138,12 @@ export class PlanEditor {
 
   /** The optional keys the opened plan wrote (`training.seq_len`, `model.num_classes`): written back as they were. */
   #opened = $state.raw<ReadonlySet<string>>(new Set());
+  /**
+   * The opened plan's target_modules when it was one string (a regular expression): written back as that string
+   * while the field is not edited, even without a character that marks a pattern (`lm_head` matches only the
+   * module of that whole name, where the list ["lm_head"] also matches `*.lm_head`).
+   */
+  #openedPattern = $state<string | null>(null);
   /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
   #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
   /** What the opened plan had that no field holds, written back as it was until the user removes it (kept-keys.ts). */
@@ -219,7 +226,7 @@ export class PlanEditor {
         r: this.loraRank,
         alpha: this.loraAlpha,
         dropout: this.loraDropout,
-        target_modules: list(this.loraTargetsText),
+        target_modules: this.#targetModules(),
         ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
       };
     }
@@ -326,7 +333,9 @@ export class PlanEditor {
     this.loraRank = num(lora?.r, 16);
     this.loraAlpha = num(lora?.alpha, 32);
     this.loraDropout = num(lora?.dropout, lora ? 0 : 0.05);
-    this.loraTargetsText = Array.isArray(lora?.target_modules) ? (lora.target_modules as string[]).join(', ') : 'q_proj, v_proj';
+    const targets = lora?.target_modules;
+    this.loraTargetsText = typeof targets === 'string' ? targets : Array.isArray(targets) ? (targets as string[]).join(', ') : 'q_proj, v_proj';
+    this.#openedPattern = typeof targets === 'string' && !isAllLinear(targets) ? targets : null;
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
@@ -346,6 +355,18 @@ export class PlanEditor {
     this.notes = meta.notes ?? '';
     this.tags = meta.tags ?? [];
     this.markSaved(meta.id ?? null);
+  }
+
+  /**
+   * target_modules from its field, in PEFT's forms: "all-linear" (any case) and a regular expression are one
+   * string, where a pattern is text with a character no module name has (`\ ( ) [ ] | * + ? ^ $ { }`) or the
+   * opened plan's pattern unedited; anything else is names separated by commas.
+   */
+  #targetModules(): TargetModules {
+    if (this.#openedPattern !== null && this.loraTargetsText === this.#openedPattern) return this.#openedPattern;
+    const text = this.loraTargetsText.trim();
+    if (isAllLinear(text) || /[\\()[\]|*+?^${}]/.test(text)) return text;
+    return text.split(',').map((x) => x.trim()).filter((x) => x !== '');
   }
 
   /** A fresh plan (GPT-2, AMP bf16 on an H100), not saved. */
