@@ -29,11 +29,21 @@ function where(at: { step: number; phase: string }): string {
   return at.phase === 'load' ? 'while loading the model (model.to("cuda"))' : `in step ${at.step} (${at.phase})`;
 }
 
+/**
+ * What trains, where not everything does (LoRA, frozen parameters): the count and `trainable%` as PEFT's
+ * print_trainable_parameters() prints them (four decimals).
+ */
+function trainableText(model: SimulateResult['model']): string {
+  const t = model.trainable_parameter_count;
+  if (t === undefined || t === model.parameter_count) return '';
+  return `, ${groupDigits(t)} trainable (trainable%: ${((100 * t) / model.parameter_count).toFixed(4)}),`;
+}
+
 /** The answer: what the plan needs and where, printed as soon as it is simulated. */
 function answerLines(file: string, r: SimulateResult): string[] {
   const b = r.breakdown_at_peak;
   return [
-    `${r.plan_name || file}: ${groupDigits(r.model.parameter_count)} parameters (${formatSize(r.model.parameter_bytes)}) on ${r.gpu.name}`,
+    `${r.plan_name || file}: ${groupDigits(r.model.parameter_count)} parameters (${formatSize(r.model.parameter_bytes)})${trainableText(r.model)} on ${r.gpu.name}`,
     r.oom ? `OUT OF MEMORY ${where(r.oom)}: ${r.oom.message}` : `Fits: ${formatSize(r.headroom_bytes)} of the ${formatSize(r.gpu.cap_bytes)} cap left free at the peak`,
     ...(r.oom && r.needed_bytes !== null ? [`Needs ${formatSize(r.needed_bytes)} reserved at this batch with no cap (simulated on this GPU with unbounded memory)`] : []),
     `max_memory_allocated()  ${formatSize(r.peak_allocated_bytes)}   (${r.peak_at.phase === 'load' ? 'while loading the model' : `step ${r.peak_at.step}, ${r.peak_at.phase}`})`,

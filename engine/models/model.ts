@@ -22,6 +22,8 @@ export interface ParameterSpec {
    * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
    */
   loraModule?: 'nn.Linear' | 'Conv1D';
+  /** The weight of the model's output embeddings (`get_output_embeddings()`: an untied lm_head), which "all-linear" leaves out. */
+  outputEmbeddings?: boolean;
   /**
    * A mixture of experts' router (an nn.Linear PEFT adapts: "all-linear" takes it) or its experts' fused 3-D
    * weights (which PEFT 0.21's "all-linear" adapts too, through a parameter wrapper).
@@ -47,6 +49,11 @@ export interface TrainableModel {
    * weight once, under the other module, but PEFT's target_modules still match them by name.
    */
   tiedModules?: readonly string[];
+  /**
+   * Modules with neither parameters nor buffers (activations, dropouts), as `named_modules()` names them:
+   * target_modules can match them too, and PEFT refuses them (measured: h100_lora_targets.json).
+   */
+  parameterlessModules?: readonly string[];
   /** Each parameter's and buffer's tensor by name, filled as they reach the GPU; the forward reads it. */
   readonly tensors: Map<string, Tensor>;
   /** One micro-batch created on the GPU, in creation order. */

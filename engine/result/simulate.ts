@@ -48,6 +48,12 @@ export const gpuUsedSchema = z.object({
 /** The model as the plan describes it: its own size, whatever happened in the simulation. */
 export const modelSummarySchema = z.object({
   parameter_count: count,
+  /**
+   * The parameters that require grad: all of them in a full fine-tune; with LoRA and frozen parameters what
+   * PEFT's `print_trainable_parameters()` counts as trainable (the adapters and the heads a task keeps whole).
+   * Absent from results stored before it existed.
+   */
+  trainable_parameter_count: count.optional(),
   parameter_bytes: bytes,
   /** Buffers moved to the GPU with the parameters (BatchNorm statistics), not trained. */
   buffer_bytes: bytes,

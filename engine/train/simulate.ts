@@ -57,6 +57,21 @@ const PARAM_DTYPE: Record<Plan['training']['precision'], DType> = {
   fp16: 'float16',
 };
 
+/** A model's size as its parameter list gives it: parameters (and those that require grad), their bytes, buffers. */
+export function modelSummary(model: TrainableModel): SimulateResult['model'] {
+  const summary = { parameter_count: 0, trainable_parameter_count: 0, parameter_bytes: 0, buffer_bytes: 0 };
+  for (const p of model.parameters) {
+    if (p.buffer) summary.buffer_bytes += nbytes(p.shape, p.dtype);
+    else {
+      const numel = p.shape.reduce((n, d) => n * d, 1);
+      summary.parameter_count += numel;
+      if (!p.frozen) summary.trainable_parameter_count += numel;
+      summary.parameter_bytes += nbytes(p.shape, p.dtype);
+    }
+  }
+  return summary;
+}
+
 /** The model a plan trains on a device: built, with its LoRA adapters and frozen parameters (`training`). */
 export function planModel(plan: Plan, device: DeviceSpec): TrainableModel {
   return applyFineTuning(buildModel(plan, device), fineTuningOf(plan.training));
@@ -462,17 +477,6 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   };
   for (const l of peakLive) breakdown[l.category] += l.bytes;
   breakdown.cached_free = Math.max(0, peakReservedBytes - peakAllocatedBytes);
-  // The model's own size, from its parameter list: on an OOM while loading, only part of it reached the GPU.
-  let parameterCount = 0;
-  let parameterBytes = 0;
-  let bufferBytes = 0;
-  for (const p of model.parameters) {
-    if (p.buffer) bufferBytes += nbytes(p.shape, p.dtype);
-    else {
-      parameterCount += p.shape.reduce((n, d) => n * d, 1);
-      parameterBytes += nbytes(p.shape, p.dtype);
-    }
-  }
   const cap = capBytes(plan, spec);
   const notes: Note[] = [{ id: 'parameters_loaded_in_training_dtype' }];
   const needed = oom && options.neededOnOom !== false ? neededMemory(plan, spec) : undefined;
@@ -481,7 +485,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   else if (unsettled) notes.push({ id: 'not_steady', ...unsettled });
   if (spec.id === 'custom' && memoryLimitBytes !== undefined) notes.push({ id: 'custom_gpu_from_cap', base_gpu: DEFAULT_GPU, memory_limit_bytes: memoryLimitBytes });
   if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
-  const unmatched = t.lora ? unmatchedTargets(model.parameters, model.tiedModules ?? [], t.lora.target_modules) : [];
+  const unmatched = t.lora ? unmatchedTargets(model, t.lora.target_modules) : [];
   if (unmatched.length) notes.push({ id: 'lora_targets_unmatched', targets: unmatched });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {
@@ -489,7 +493,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
     kind: 'simulate',
     plan_name: plan.name,
     gpu: { id: spec.id ?? '', name: spec.name, total_memory_bytes: spec.total_memory_bytes, non_pytorch_bytes: outsideAllocatorBytes(spec), cap_bytes: cap },
-    model: { parameter_count: parameterCount, parameter_bytes: parameterBytes, buffer_bytes: bufferBytes },
+    // the model's own size, from its parameter list: on an OOM while loading, only part of it reached the GPU
+    model: modelSummary(model),
     fits: oom === null,
     peak_allocated_bytes: peakAllocatedBytes,
     peak_reserved_bytes: peakReservedBytes,

@@ -213,6 +213,20 @@ describe('memplan simulate and max-batch', () => {
     expect(r.stderr).toMatch(/^memplan: --seq-len \(training\.seq_len\): reaches the sliding window: /);
   });
 
+  it('simulate says what trains, as PEFT\'s print_trainable_parameters() prints it; nothing more for a full fine-tune', () => {
+    const plan = join(scratch, 'all-linear-plan.json');
+    const training = { batch_size: 1, seq_len: 64, precision: 'bf16' };
+    writeFileSync(plan, JSON.stringify({ format: 'memplan.plan', version: 1, name: 'TinyLlama all-linear', model: { preset: 'tinyllama-1.1b' }, training: { ...training, lora: { r: 8, alpha: 16, target_modules: 'all-linear' } } }));
+    let r = memplan('simulate', plan, '--no-advice');
+    expect(r.code, r.stderr).toBe(0);
+    // 22 layers of q, k, v, o, gate, up, down: 8 x (2048+2048, 2048+256, 2048+256, 2048+2048, 3 x (2048+5632)) each
+    expect(r.stdout.split('\n')[0]).toBe('TinyLlama all-linear: 1,106,356,224 parameters (2.07 GiB), 6,307,840 trainable (trainable%: 0.5701), on NVIDIA H100 80GB HBM3');
+    expect(JSON.parse(memplan('simulate', plan, '--json', '--no-advice').stdout).model.trainable_parameter_count).toBe(6_307_840);
+    writeFileSync(plan, JSON.stringify({ format: 'memplan.plan', version: 1, name: 'TinyLlama', model: { preset: 'tinyllama-1.1b' }, training }));
+    r = memplan('simulate', plan, '--no-advice');
+    expect(r.stdout.split('\n')[0]).toBe('TinyLlama: 1,100,048,384 parameters (2.05 GiB) on NVIDIA H100 80GB HBM3');
+  });
+
   it('refuses a freeze that leaves nothing to train (PyTorch: "element 0 of tensors does not require grad"), at training.freeze', () => {
     const frozen = join(scratch, 'frozen-plan.json');
     const training = { batch_size: 1, seq_len: 64, precision: 'bf16' };

@@ -145,6 +145,8 @@ describe('the plan editor', () => {
     await page.locator('#lora-targets').fill('all-linear');
     await expect.poll(async () => (await resultNumbers(page)).peakAllocated, { timeout: 60_000 }).toBeGreaterThan(qv.peakAllocated);
     expect(await field.locator('.issues').count()).toBe(0);
+    // what trains, as PEFT's print_trainable_parameters() counts it: 16 layers of 7 adapters, r 16
+    expect(await page.locator('[data-testid="trainable"]').textContent()).toBe(' · 11,272,192 trainable (0.9039%)');
     await field.evaluate((el) => el.scrollIntoView({ block: 'center' })); // the field with its hint
     await screenshot(page, 'lora-all-linear-en');
     // a pattern that takes the input embedding, whose adapter memplan does not simulate: said at the field

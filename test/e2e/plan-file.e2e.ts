@@ -45,6 +45,8 @@ const PATTERN_PLAN = {
   gpu: { name: 'h100-sxm' },
 };
 const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR' } } };
+/** A list with a name that has a pattern's character (one that matches nothing: noted): a list again when exported. */
+const LIST_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on q_proj and a name with a star', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: ['q_proj', 'model.layers.0.*'] } } };
 
 const VISION_PRESET_PLAN = {
   format: 'memplan.plan',
@@ -110,7 +112,7 @@ const UNKNOWN_KEYS_PLAN = {
 
 describe('a plan file opened and exported again', () => {
   test('gives back every field it had, with the values the engine reads', async () => {
-    for (const plan of [QLORA_PLAN, PATTERN_PLAN, ALL_LINEAR_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
+    for (const plan of [QLORA_PLAN, PATTERN_PLAN, ALL_LINEAR_PLAN, LIST_PLAN, VISION_PRESET_PLAN, ...EXAMPLES]) {
       await openPlanFile(plan);
       const exported = await exportPlanFile();
       expect(keyPaths(exported), plan.name).toEqual(expect.arrayContaining(keyPaths(plan)));

@@ -168,6 +168,17 @@ describe('a plan’s report', () => {
     expect(planReport({ name: 'x', plan: a.plan, simulation: a.result, locale: 'zh-CN', generatedAt: AT })).toContain('## 这个结果的前提');
   });
 
+  it('says what trains under LoRA, with PEFT\'s trainable%, and nothing of it for a full fine-tune', () => {
+    const lora = run(4, { lora: { r: 8, alpha: 16, target_modules: 'all-linear' } });
+    const rows = tables(planReport({ name: 'x', plan: lora.plan, simulation: lora.result, locale: 'en', generatedAt: AT })).flatMap((t) => t.rows);
+    // GPT-2's 12 blocks, r 8 on c_attn, attn.c_proj, c_fc and mlp.c_proj: 8 x (768+2304 + 768+768 + 768+3072 + 3072+768) each
+    expect(rows).toContainEqual(['Trainable', '1,179,648 trainable (0.9391%)']);
+    const full = tables(planReport({ name: 'x', plan: a.plan, simulation: a.result, locale: 'en', generatedAt: AT })).flatMap((t) => t.rows);
+    expect(full.some((r) => r[0] === 'Trainable')).toBe(false);
+    const zh = planReport({ name: 'x', plan: lora.plan, simulation: lora.result, locale: 'zh-CN', generatedAt: AT });
+    expect(zh).toContain('| 可训练参数 | 可训练 1,179,648 个（0.9391%） |');
+  });
+
   it('says when there is no result', () => {
     expect(planReport({ name: 'x', plan: a.plan, simulation: null, locale: 'en', generatedAt: AT })).toContain('No result: the plan has not been simulated');
   });

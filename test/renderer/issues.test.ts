@@ -119,6 +119,8 @@ const cases: [string, string][] = [
   ['QLoRA, 4-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '4bit' } }))],
   ['QLoRA, 8-bit', refusal(plan({ hf_config: llama }, { lora: { ...lora, quantization: '8bit' } }))],
   ['target_modules matching no nn.Linear', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['c_attn', 'qkv'] } }))],
+  ['target_modules, a pattern taking an activation', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: 'model\\.layers\\.\\d+\\.mlp\\..*' } }))],
+  ['lora.target_modules, a pattern that backtracks for exponential time', loraField({ target_modules: '(.*)*q_proj' }, 'target_modules')],
   ['target_modules, a pattern matching nothing', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: 'nothing.*' } }))],
   ['target_modules "all-linear" on a token classifier', refusal(plan({ hf_config: { ...llama, architectures: ['LlamaForTokenClassification'], num_labels: 3 } }, { lora: { ...lora, target_modules: 'all-linear' } }))],
   ["target_modules naming a token classifier's head", refusal(plan({ hf_config: { ...llama, architectures: ['LlamaForTokenClassification'], num_labels: 3 } }, { lora: { ...lora, target_modules: ['q_proj', 'score'] } }))],

@@ -327,6 +327,13 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     parameters: params,
     optimizerOrder,
     tiedModules: headFirstTied ? [`${base}.embeddings.word_embeddings`] : !classifier && !tokenClassifier && cfg.tieWordEmbeddings ? [roberta ? 'lm_head.decoder' : 'cls.predictions.decoder'] : [],
+    // the embeddings' dropout; each layer's dropouts and activation; the heads' (BERT's masked LM transform and
+    // pooler activations, a classifier's dropout; RobertaLMHead calls gelu as a function)
+    parameterlessModules: [
+      `${base}.embeddings.dropout`,
+      ...Array.from({ length: cfg.layers }, (_, i) => ['attention.self.dropout', 'attention.output.dropout', 'intermediate.intermediate_act_fn', 'output.dropout'].map((m) => `${base}.encoder.layer.${i}.${m}`)).flat(),
+      ...(classifier ? (roberta ? ['classifier.dropout'] : [`${base}.pooler.activation`, 'dropout']) : tokenClassifier ? ['dropout'] : roberta ? [] : ['cls.predictions.transform.transform_act_fn']),
+    ],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -269,6 +269,8 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
+    // each layer's activation, a token classifier's dropout
+    parameterlessModules: [...Array.from({ length: cfg.layers }, (_, i) => `model.layers.${i}.mlp.act_fn`), ...(tokenClassifier ? ['dropout'] : [])],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -159,6 +159,11 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   return {
     parameters: params,
     tiedModules: ['lm_head'],
+    // the embeddings' dropout; each block's attention and residual dropouts, its MLP's activation and dropout
+    parameterlessModules: [
+      'transformer.drop',
+      ...Array.from({ length: cfg.layers }, (_, i) => ['attn.attn_dropout', 'attn.resid_dropout', 'mlp.act', 'mlp.dropout'].map((m) => `transformer.h.${i}.${m}`)).flat(),
+    ],
     tensors: weights,
     makeInputs: (rt, batch) => tokenInputs(rt, batch, seqLen),
     loss(rt, [ids]) {

@@ -420,6 +420,16 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
+    // each layer's activation (Phi-3's `activation_fn`, its residual dropouts; a mixture of experts' in `experts`),
+    // a token classifier's dropout
+    parameterlessModules: [
+      ...Array.from({ length: cfg.layers }, (_, i) => {
+        const l = `model.layers.${i}`;
+        if (cfg.fusedProjections) return [`${l}.mlp.activation_fn`, `${l}.resid_attn_dropout`, `${l}.resid_mlp_dropout`];
+        return [sparseLayer(i) ? `${l}.mlp.experts.act_fn` : `${l}.mlp.act_fn`];
+      }).flat(),
+      ...(tokenClassifier ? ['dropout'] : []),
+    ],
     tensors: weights,
     makeInputs: (rt, batch) => headInputs(rt, batch, seqLen, cfg.head),
     loss(rt, [ids, labels]) {

@@ -23,7 +23,7 @@ import { linear } from '../../ops/linear.ts';
 import { dropout } from '../../ops/pointwise.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { ParameterSpec } from '../model.ts';
+import type { ParameterSpec, TrainableModel } from '../model.ts';
 import { HF_MODEL_TYPES } from '../hf/config.ts';
 
 export interface LoraSpec {
@@ -56,7 +56,30 @@ export function isAllLinear(targets: TargetModules): boolean {
  */
 export function targetPattern(source: string): RegExp {
   new RegExp(source, 'u'); // what is wrong, said of the expression as written
+  // JavaScript's regular expressions backtrack, as Python's do: a repeated group that repeats inside, `(.*)*`,
+  // can take exponential time on a module name, and the window would freeze
+  if (nestsRepetition(source)) throw new SyntaxError(`repeats a group that repeats inside, as (.*)* does, which can take exponential time to match`);
   return new RegExp(`^(?:${source})$`, 'u');
+}
+
+/** Whether a group that holds `*`, `+` or `{...}` is itself followed by one of them (escapes and classes skipped). */
+function nestsRepetition(source: string): boolean {
+  const repeats: boolean[] = [false]; // per open group: whether it holds a repetition
+  const isRepetition = (c: string | undefined) => c === '*' || c === '+' || c === '{';
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === '\\') i++;
+    else if (c === '[') {
+      for (i++; i < source.length && source[i] !== ']'; i++) if (source[i] === '\\') i++;
+    } else if (c === '(') repeats.push(false);
+    else if (c === ')') {
+      const inner = repeats.length > 1 ? repeats.pop()! : false;
+      const repeated = isRepetition(source[i + 1]);
+      if (inner && repeated) return true;
+      repeats[repeats.length - 1] ||= inner || repeated;
+    } else if (isRepetition(c)) repeats[repeats.length - 1] = true;
+  }
+  return false;
 }
 
 /** The regular expressions of string target_modules, compiled once each. */
@@ -66,6 +89,9 @@ function patternOf(source: string): RegExp {
   if (!re) patterns.set(source, (re = targetPattern(source)));
   return re;
 }
+
+/** What target_modules are matched against: the model's parameters and the modules named beside them. */
+export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'parameterlessModules'>;
 
 /** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
 export interface FineTuning {
@@ -109,10 +135,10 @@ export function loraConfigCode(a: { r: number; alpha: number; target_modules: re
  * a typo among several names adapts fewer modules without a word): the names, in the plan's order. A name that
  * matches a module without an adapter is refused before (`applyFineTuning`), or names a head kept whole.
  */
-export function unmatchedTargets(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: TargetModules): string[] {
+export function unmatchedTargets(model: ModuleTree, targets: TargetModules): string[] {
   // one pattern: matching nothing, it adapts nothing, and that is refused (`applyFineTuning`)
   if (typeof targets === 'string') return [];
-  const modules = [...modulesOf(params, tiedModules)];
+  const modules = [...moduleNames(model)];
   return targets.filter((t) => !modules.some((path) => isLoraTarget(path, [t])));
 }
 
@@ -162,7 +188,7 @@ export function matchesPattern(name: string, pattern: string): boolean {
  * the LoRA adapters PEFT adds after them when the module is a target.
  */
 export function linearParameters(path: string, outFeatures: number, inFeatures: number, bias: boolean, dtype: ParameterSpec['dtype'], tuning: FineTuning, outputEmbeddings = false): ParameterSpec[] {
-  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, loraModule: 'nn.Linear' }];
+  const out: ParameterSpec[] = [{ name: `${path}.weight`, shape: [outFeatures, inFeatures], dtype, loraModule: 'nn.Linear', ...(outputEmbeddings ? { outputEmbeddings } : {}) }];
   if (bias) out.push({ name: `${path}.bias`, shape: [outFeatures], dtype });
   out.push(...loraAdapterParameters(path, inFeatures, outFeatures, tuning, outputEmbeddings));
   return out;
@@ -269,7 +295,7 @@ export function fineTuningOf(training: { lora?: LoraSpec | undefined; freeze?: r
  * Marks the model's frozen parameters (models with LoRA made their adapters already); a plan asking for what
  * cannot be done is told so at its field.
  */
-export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedModules?: readonly string[] }>(model: M, tuning: FineTuning): M {
+export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSpec[] }>(model: M, tuning: FineTuning): M {
   if (tuning.lora) {
     // the module class LoRA adapts here, and the names target_modules can take
     const kind = model.parameters.find((p) => p.loraModule)?.loraModule;
@@ -280,7 +306,7 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedMod
       const allLinear = isAllLinear(targets);
       throw new InputError(
         'training.lora.target_modules',
-        `${JSON.stringify(head.target)} ${allLinear ? 'takes' : 'names'} ${head.module}, the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0.21 then raises TypeError ("modules_to_save cannot be applied to modules of type lora.Linear"); ${allLinear ? 'name the modules to adapt instead' : 'leave it out of target_modules'}`,
+        `${JSON.stringify(head.target)} ${allLinear ? 'takes' : 'names'} ${head.module}, the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0.21 then raises "TypeError: modules_to_save cannot be applied to modules of type <class 'peft.tuners.lora.layer.Linear'>"; ${allLinear ? 'name the modules to adapt instead' : fix(targets)}`,
       );
     }
     // PEFT 0.21's "all-linear" adapts a mixture of experts' router and experts (h100_lora_targets.json)
@@ -288,14 +314,14 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedMod
     if (moeModules.length > 0) {
       throw new InputError(
         'training.lora.target_modules',
-        `${JSON.stringify(targets)} takes the mixture of experts' routers and experts too (${moeModules.slice(0, 2).join(', ')}, ...), which PEFT 0.21 adapts and memplan does not (it simulates LoRA on the ${kind} modules named ${names.join(', ')}): name those modules instead`,
+        `${JSON.stringify(targets)} takes the mixture of experts' routers and experts too (${moeModules.slice(0, 2).join(', ')}${moeModules.length > 2 ? ', ...' : ''}), which PEFT 0.21 adapts and memplan does not: name the modules to adapt instead (all-linear's others are named ${adaptableNames(model.parameters, false).join(', ')})`,
       );
     }
-    const unadapted = unadaptedTarget(model.parameters, model.tiedModules ?? [], tuning.lora.target_modules);
+    const unadapted = unadaptedTarget(model, targets);
     if (unadapted && kind) {
       throw new InputError(
         'training.lora.target_modules',
-        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${names.join(', ')}): leave it out of target_modules`,
+        `${JSON.stringify(unadapted.target)} names ${unadapted.module}, on which memplan does not simulate an adapter (it simulates LoRA on the ${kind} modules named ${names.join(', ')}): ${fix(targets)}`,
       );
     }
     if (!model.parameters.some((p) => p.adapter)) {
@@ -310,22 +336,31 @@ export function applyFineTuning<M extends { parameters: ParameterSpec[]; tiedMod
 }
 
 /** The last part of each adaptable module's path: the names target_modules can take (what PEFT's defaults name). */
-function adaptableNames(params: readonly ParameterSpec[]): string[] {
-  return [...new Set(params.filter((p) => p.loraModule).map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+function adaptableNames(params: readonly ParameterSpec[], withOutputEmbeddings = true): string[] {
+  const adaptable = params.filter((p) => p.loraModule && (withOutputEmbeddings || !p.outputEmbeddings));
+  return [...new Set(adaptable.map((p) => p.name.slice(0, -'.weight'.length).split('.').at(-1)!))];
+}
+
+/** How to stop a target from taking a module: a name is left out of the list; a pattern is changed. */
+function fix(targets: TargetModules): string {
+  return typeof targets === 'string' ? 'change the pattern so that it does not match it' : 'leave it out of target_modules';
 }
 
 /**
- * The modules of the model before PEFT wraps it: each parameter's and buffer's module and every module above it,
- * and the tied ones (named_parameters() lists a tied weight once, under the other module). An adapter's and a
- * modules_to_save copy's modules are PEFT's own, not the model's.
+ * The modules of the model before PEFT wraps it, as `named_modules()` names them: each parameter's and buffer's
+ * module and every module above it, the tied ones (named_parameters() lists a tied weight once, under the other
+ * module), and those without parameters or buffers. An adapter's and a modules_to_save copy's modules are PEFT's
+ * own, not the model's.
  */
-function modulesOf(params: readonly ParameterSpec[], tiedModules: readonly string[]): Set<string> {
+export function moduleNames(model: ModuleTree): Set<string> {
+  const { parameters: params, tiedModules = [], parameterlessModules = [] } = model;
   const modules = new Set<string>();
   const addWithAncestors = (path: string) => {
     for (let end = path.length; end > 0; end = path.lastIndexOf('.', end - 1)) modules.add(path.slice(0, end));
   };
   for (const p of params) if (!p.adapter && !p.savedModule) addWithAncestors(p.name.slice(0, p.name.lastIndexOf('.')));
   for (const m of tiedModules) addWithAncestors(m);
+  for (const m of parameterlessModules) addWithAncestors(m);
   return modules;
 }
 
@@ -337,14 +372,15 @@ function modulesOf(params: readonly ParameterSpec[], tiedModules: readonly strin
  * lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, whose `dense` names the classifier's too). Names that match no
  * module at all are only noted (`unmatchedTargets`).
  */
-function unadaptedTarget(params: readonly ParameterSpec[], tiedModules: readonly string[], targets: TargetModules): { target: string; module: string } | null {
+function unadaptedTarget(model: ModuleTree, targets: TargetModules): { target: string; module: string } | null {
+  const params = model.parameters;
   // "all-linear" takes only modules LoRA wraps, and leaves out the output layer
   if (isAllLinear(targets)) return null;
   const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
   // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
   const saved = [...new Set(params.filter((p) => p.savedModule).map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.'))))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
-  for (const module of modulesOf(params, tiedModules)) {
+  for (const module of moduleNames(model)) {
     if (adapted.has(module) || inSaved(module)) continue;
     const target = typeof targets === 'string' ? (isLoraTarget(module, targets) ? targets : undefined) : targets.find((t) => isLoraTarget(module, [t]));
     if (target !== undefined) return { target, module };

@@ -4,7 +4,7 @@
  * attribution (engine/compare/attribution.ts: ids and numbers, never sentences).
  */
 import catalog from '../../../resources/gpus.json' with { type: 'json' };
-import type { Attribution, ChangeEffect, LoraSetting, SettingKey, SettingValue, TargetModules } from '../../../engine/index.ts';
+import { isAllLinear, type Attribution, type ChangeEffect, type LoraSetting, type SettingKey, type SettingValue, type TargetModules } from '../../../engine/index.ts';
 import type { Locale, Messages } from '../i18n/index.ts';
 import { formatBytes } from '../charts/units.ts';
 import { localizeEngineMessage } from '../i18n/issues.ts';
@@ -61,8 +61,11 @@ function word(m: Messages, key: SettingKey, value: string): string {
 
 const numberText = (value: number, locale: Locale): string => new Intl.NumberFormat(locale).format(value);
 
-/** target_modules as written: names joined by commas, or PEFT's one string ("all-linear", a regular expression). */
-export const targetsText = (targets: TargetModules): string => (typeof targets === 'string' ? targets : targets.join(', '));
+/**
+ * target_modules as written: names joined by commas, all-linear, or a regular expression in quotes (the pattern
+ * "lm_head" and the list [lm_head] are different settings).
+ */
+export const targetsText = (targets: TargetModules): string => (typeof targets !== 'string' ? targets.join(', ') : isAllLinear(targets) ? targets : JSON.stringify(targets));
 
 /** "r 16, alpha 32, dropout 0.05, q_proj, v_proj" (", 4-bit" for a QLoRA base). */
 export function loraText(m: Messages, lora: LoraSetting, locale: Locale): string {

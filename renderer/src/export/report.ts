@@ -136,6 +136,9 @@ export function planReport(input: PlanReportInput): string {
               [w.x.xFits, s.fits ? w.x.xYes : w.x.xNo],
               [w.x.xPeakAt, w.r.rPeakAt(s.peak_at.step, phaseName(w.r, s.peak_at.phase))],
               [w.x.xParameterCount, w.r.rParameters(w.count(s.model.parameter_count), w.bytes(s.model.parameter_bytes))],
+              ...(s.model.trainable_parameter_count !== undefined && s.model.trainable_parameter_count !== s.model.parameter_count
+                ? [[w.x.xTrainableCount, w.r.rTrainable(w.count(s.model.trainable_parameter_count), w.percent(s.model.trainable_parameter_count / s.model.parameter_count, 4))]]
+                : []),
             ],
           ),
           table([w.x.xQuantity, w.x.xSize, w.x.xBytes], memoryRows(w, s), ['left', 'right', 'right']),

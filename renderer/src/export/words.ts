@@ -15,7 +15,8 @@ export interface ReportWords {
   bytes(n: number): string;
   signedBytes(n: number): string;
   count(n: number): string;
-  percent(fraction: number): string;
+  /** A share, one decimal unless `digits` says more (PEFT's trainable% has four). */
+  percent(fraction: number, digits?: number): string;
   signedPercent(fraction: number): string;
   /** The date and time a report was written, in the locale's long form with the time zone. */
   date(at: Date): string;
@@ -29,7 +30,7 @@ export function reportWords(locale: Locale): ReportWords {
     bytes: (n) => formatBytes(n, locale),
     signedBytes: (n) => formatBytes(n, locale, { signed: true }),
     count: (n) => formatCount(n, locale),
-    percent: (f) => formatPercent(f, locale),
+    percent: (f, digits) => formatPercent(f, locale, digits === undefined ? {} : { digits }),
     signedPercent: (f) => formatPercent(f, locale, { signed: true }),
     date: (at) => new Intl.DateTimeFormat(locale, { dateStyle: 'long', timeStyle: 'long', timeZone: 'UTC' }).format(at),
   };

@@ -48,6 +48,10 @@ const orNames = (list: string) => list.split(' or ').join(' 或 ');
 /** "a, b and c" as a Chinese list. */
 const listed = (list: string) => list.replace(/, /g, '、').replace(/ (?:and|or) /g, (w) => (w === ' and ' ? ' 和 ' : ' 或 '));
 
+/** How a LoRA refusal says to stop a target from taking a module (engine/models/peft/lora.ts `fix`). */
+const targetFix = (fix: string) =>
+  fix === 'leave it out of target_modules' ? '请把它从 target_modules 中去掉' : fix === 'change the pattern so that it does not match it' ? '请修改正则表达式，使它不再匹配该模块' : '请改为逐一列出要加适配器的模块';
+
 /** A count of engine/plan/limits.ts: `1,000,000`, or `more than 10^15`. */
 const amount = (n: string) => n.replace(/^more than /, '超过 ');
 /** Layers of a layer list, or blocks of a config.json. */
@@ -117,14 +121,14 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
   [/^no (nn\.Linear|Conv1D) of this model is named (.+); its (?:nn\.Linear|Conv1D) modules are named (.+)$/s, (kind, names, modules) => `此模型中没有名为 ${orQuoted(names)} 的 ${kind}；它的 ${kind} 模块名为：${modules}`],
   [/^LoRA is simulated for the Hugging Face model types (.+); to train part of this model, freeze the rest \(training\.freeze\)$/, (types) => `LoRA 目前只支持这些 model_type 的 Hugging Face 模型：${types}；要只训练这个模型的一部分，请冻结其余参数（training.freeze）`],
   [/^no Linear module of this model matches (.+)$/s, (names) => `此模型中没有与 ${names} 匹配的 Linear 模块`],
-  [/^(".*?") names (\S+), on which memplan does not simulate an adapter \(it simulates LoRA on the (nn\.Linear|Conv1D) modules named (.+)\): leave it out of target_modules$/s,
-    (name, module, kind, modules) => `${name} 对应模块 ${module}，memplan 不模拟它上面的 LoRA 适配器（它模拟名为 ${modules} 的 ${kind} 模块上的 LoRA）：请把它从 target_modules 中去掉`],
+  [/^(".*?") names (\S+), on which memplan does not simulate an adapter \(it simulates LoRA on the (nn\.Linear|Conv1D) modules named (.+)\): (leave it out of target_modules|change the pattern so that it does not match it)$/s,
+    (name, module, kind, modules, fix) => `${name} 对应模块 ${module}，memplan 不模拟它上面的 LoRA 适配器（它模拟名为 ${modules} 的 ${kind} 模块上的 LoRA）：${targetFix(fix)}`],
   [/^no (nn\.Linear|Conv1D) of this model matches (".*"); its (?:nn\.Linear|Conv1D) modules are named (.+)$/s, (kind, pattern, modules) => `此模型中没有与 ${pattern} 匹配的 ${kind}；它的 ${kind} 模块名为：${modules}`],
-  [/^(".*?") (takes|names) (\S+), the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0\.21 then raises TypeError (\(".*"\)); (name the modules to adapt instead|leave it out of target_modules)$/s,
+  [/^(".*?") (takes|names) (\S+), the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0\.21 then raises (".*"); (name the modules to adapt instead|leave it out of target_modules|change the pattern so that it does not match it)$/s,
     (name, verb, module, error, fix) =>
-      `${name} ${verb === 'takes' ? '会选中' : '对应'}模块 ${module}，即 token 分类头；PEFT 的 TOKEN_CLS 任务还会把它整个作为 modules_to_save 训练，于是 PEFT 0.21 报 TypeError ${error}；${fix === 'leave it out of target_modules' ? '请把它从 target_modules 中去掉' : '请改为逐一列出要加适配器的模块'}`],
-  [/^(".*?") takes the mixture of experts' routers and experts too \((.+), \.\.\.\), which PEFT 0\.21 adapts and memplan does not \(it simulates LoRA on the (nn\.Linear|Conv1D) modules named (.+)\): name those modules instead$/s,
-    (name, modules, kind, names) => `${name} 还会选中混合专家（MoE）的路由器和专家（${modules} 等）：PEFT 0.21 会给它们加适配器，memplan 不模拟这些（它模拟名为 ${names} 的 ${kind} 模块上的 LoRA）：请改为逐一列出这些模块`],
+      `${name} ${verb === 'takes' ? '会选中' : '对应'}模块 ${module}，即 token 分类头；PEFT 的 TOKEN_CLS 任务还会把它整个作为 modules_to_save 训练，于是 PEFT 0.21 报错 ${error}；${targetFix(fix)}`],
+  [/^(".*?") takes the mixture of experts' routers and experts too \((.+?)(, \.\.\.)?\), which PEFT 0\.21 adapts and memplan does not: name the modules to adapt instead \(all-linear's others are named (.+)\)$/s,
+    (name, modules, more, names) => `${name} 还会选中混合专家（MoE）的路由器和专家（${modules}${more ? ' 等' : ''}）：PEFT 0.21 会给它们加适配器，memplan 不模拟这些：请改为逐一列出要加适配器的模块（all-linear 选中的其余模块名为 ${names}）`],
   [/^in a list, (".*?") names a module of that name: for every linear layer, write the string itself \("target_modules": "all-linear"\)$/,
     (name) => `在列表中，${name} 只会匹配同名的模块：要给所有线性层加 LoRA，请直接写字符串（"target_modules": "all-linear"）`],
   [/^is not "all-linear", and not a regular expression memplan can read: (".*")$/s, (error) => `既不是 "all-linear"，也不是 memplan 能读懂的正则表达式：${error}`],

@@ -26,6 +26,7 @@ const en = {
   rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}: ${total} in total, ${outside} of it held outside PyTorch (CUDA context, kernels, cuBLAS and cuDNN handles).`,
   rOomMessage: 'PyTorch’s error message',
   rParameters: (count: string, size: string) => `${count} parameters · ${size}`,
+  rTrainable: (count: string, pct: string) => `${count} trainable (${pct})`,
 
   // The three numbers
   rPeakAllocated: 'Peak allocated',
@@ -270,6 +271,7 @@ const zh = {
   rCapExplain: (gpu: string, total: string, outside: string) => `${gpu}：共 ${total}，其中 ${outside} 被 PyTorch 之外占用（CUDA 上下文、内核、cuBLAS 和 cuDNN 句柄）。`,
   rOomMessage: 'PyTorch 的报错信息',
   rParameters: (count: string, size: string) => `${count} 个参数 · ${size}`,
+  rTrainable: (count: string, pct: string) => `可训练 ${count} 个（${pct}）`,
 
   rPeakAllocated: '峰值已分配显存',
   rPeakAllocatedExplain: '这一步最紧张的时刻，存活张量实际占用的显存，也就是张量真正用到的部分。',

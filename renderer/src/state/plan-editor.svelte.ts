@@ -139,11 +139,12 @@ export class PlanEditor {
   /** The optional keys the opened plan wrote (`training.seq_len`, `model.num_classes`): written back as they were. */
   #opened = $state.raw<ReadonlySet<string>>(new Set());
   /**
-   * The opened plan's target_modules when it was one string (a regular expression): written back as that string
-   * while the field is not edited, even without a character that marks a pattern (`lm_head` matches only the
-   * module of that whole name, where the list ["lm_head"] also matches `*.lm_head`).
+   * The opened plan's target_modules and the text the field showed for it: written back as the file had it while
+   * the field is not edited. Read from the text, a pattern without a pattern's characters would become a list
+   * (`"lm_head"` matches only the module of that whole name, `["lm_head"]` also `*.lm_head`), and a list with
+   * one (`["q_proj", "layers.0.*"]`) a pattern.
    */
-  #openedPattern = $state<string | null>(null);
+  #openedTargets = $state.raw<{ text: string; value: TargetModules } | null>(null);
   /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
   #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
   /** What the opened plan had that no field holds, written back as it was until the user removes it (kept-keys.ts). */
@@ -335,7 +336,7 @@ export class PlanEditor {
     this.loraDropout = num(lora?.dropout, lora ? 0 : 0.05);
     const targets = lora?.target_modules;
     this.loraTargetsText = typeof targets === 'string' ? targets : Array.isArray(targets) ? (targets as string[]).join(', ') : 'q_proj, v_proj';
-    this.#openedPattern = typeof targets === 'string' && !isAllLinear(targets) ? targets : null;
+    this.#openedTargets = typeof targets === 'string' || Array.isArray(targets) ? { text: this.loraTargetsText, value: targets as TargetModules } : null;
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
@@ -359,11 +360,12 @@ export class PlanEditor {
 
   /**
    * target_modules from its field, in PEFT's forms: "all-linear" (any case) and a regular expression are one
-   * string, where a pattern is text with a character no module name has (`\ ( ) [ ] | * + ? ^ $ { }`) or the
-   * opened plan's pattern unedited; anything else is names separated by commas.
+   * string, where a pattern is text with a character no module name has (`\ ( ) [ ] | * + ? ^ $ { }`); anything
+   * else is names separated by commas. The opened plan's value, unedited, is written back as it was.
    */
   #targetModules(): TargetModules {
-    if (this.#openedPattern !== null && this.loraTargetsText === this.#openedPattern) return this.#openedPattern;
+    const opened = this.#openedTargets;
+    if (opened !== null && this.loraTargetsText === opened.text) return opened.value;
     const text = this.loraTargetsText.trim();
     if (isAllLinear(text) || /[\\()[\]|*+?^${}]/.test(text)) return text;
     return text.split(',').map((x) => x.trim()).filter((x) => x !== '');

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../engine/errors.ts';
-import { isLoraTarget, targetPattern } from '../../../engine/models/peft/lora.ts';
+import { isLoraTarget, moduleNames, targetPattern } from '../../../engine/models/peft/lora.ts';
 import { parsePlan, safeParsePlan } from '../../../engine/plan/parse.ts';
 import { planModel } from '../../../engine/train/simulate.ts';
 import { planGpu } from '../../../cli/gpus.ts';
@@ -20,8 +20,12 @@ interface ProbeCase {
   error?: string;
   resolved_target_modules?: string[] | string;
   parameters?: [string, number[], string, boolean][];
+  /** named_modules() before PEFT: name, class, own parameters and buffers. */
+  modules: [string, string, number][];
 }
 const probe = JSON.parse(readFileSync(new URL('../../fixtures/device/h100_lora_targets.json', import.meta.url), 'utf8')) as { versions: Record<string, string>; cases: ProbeCase[] };
+
+const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** A PEFT parameter name as the model named it before PEFT wrapped it (memplan's names). */
 const unwrapped = (name: string) => name.replace(/^base_model\.model\./, '').replace('.base_layer.', '.').replace('.original_module.', '.');
@@ -32,6 +36,20 @@ function memplanParameters(plan: Record<string, unknown>): Map<string, [number[]
   const model = planModel(parsed, planGpu(parsed));
   return new Map(model.parameters.filter((p) => !p.buffer).map((p) => [p.name, [p.shape, p.dtype, !p.frozen]]));
 }
+
+describe('the modules target_modules are matched against are named_modules() before PEFT', () => {
+  const models = new Map<string, ProbeCase>();
+  for (const c of probe.cases) models.set(JSON.stringify(c.plan.model), c);
+  expect(models.size).toBeGreaterThanOrEqual(35);
+  for (const c of models.values()) {
+    it(c.name.replace(/^all_linear_/, ''), () => {
+      const training = { ...(c.plan.training as Record<string, unknown>) };
+      delete training.lora;
+      const plan = parsePlan({ ...c.plan, training });
+      expect([...moduleNames(planModel(plan, planGpu(plan)))].sort()).toEqual(c.modules.map(([name]) => name).sort());
+    });
+  }
+});
 
 describe('the probe ran PEFT 0.21 on transformers 5.17', () => {
   it('records its versions and the cases it built', () => {
@@ -76,7 +94,8 @@ describe('where PEFT raised, memplan refuses at training.lora.target_modules', (
       const r = refused(c.name);
       expect(r.peft).toMatch(/^TypeError: modules_to_save cannot be applied to modules of type <class 'peft\.tuners\.lora\.layer\.Linear'>/);
       expect(r.where).toBe('training.lora.target_modules');
-      expect(r.message).toMatch(/^"all-linear" takes (score|classifier), the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0\.21 then raises TypeError/);
+      const head = (c.plan.model as { hf_config: { model_type: string } }).hf_config.model_type.includes('bert') ? 'classifier' : 'score';
+      expect(r.message).toBe(`"all-linear" takes ${head}, the token classifier PEFT's TOKEN_CLS task also keeps whole as modules_to_save: PEFT 0.21 then raises "${r.peft}"; name the modules to adapt instead`);
     }
   });
 
@@ -90,6 +109,21 @@ describe('where PEFT raised, memplan refuses at training.lora.target_modules', (
     const r = refused('regex_llama_none');
     expect(r.peft).toMatch(/^NoMatchingPeftModuleError/);
     expect(r.message).toBe('no nn.Linear of this model matches "nothing.*"; its nn.Linear modules are named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head');
+  });
+
+  it('a pattern or a name that takes an activation or a dropout (modules without parameters)', () => {
+    for (const [name, module] of [
+      ['regex_llama_mlp_all', 'model.layers.0.mlp'],
+      ['regex_gpt2_attn_all', 'transformer.h.0.attn'],
+      ['list_llama_act_fn', 'model.layers.0.mlp.act_fn'],
+    ] as const) {
+      const r = refused(name);
+      expect(r.peft).toMatch(/^ValueError: Target module (SiLUActivation|Dropout)\(.*\) is not supported/);
+      const lora = (probe.cases.find((c) => c.name === name)!.plan.training as { lora: { target_modules: string | string[] } }).lora;
+      const target = typeof lora.target_modules === 'string' ? lora.target_modules : 'act_fn';
+      const fix = typeof lora.target_modules === 'string' ? 'change the pattern so that it does not match it' : 'leave it out of target_modules';
+      expect(r.message).toMatch(new RegExp(`^${escapeRe(JSON.stringify(target))} names ${escapeRe(module)}(\\.[a-z_]+)?, on which memplan does not simulate an adapter \\(.*\\): ${fix}$`));
+    }
   });
 
   it('"all-linear" inside a list, which PEFT reads as a module name', () => {
@@ -115,7 +149,7 @@ describe('what "all-linear" resolves to', () => {
       const adapted = c.parameters!.filter(([n]) => n.includes('lora_A')).map(([n]) => unwrapped(n));
       expect(adapted).toContain('model.layers.0.mlp.gate.lora_A.default.weight');
       expect(adapted).toContain('model.layers.0.mlp.experts.lora_A.default.weight');
-      expect(() => memplanParameters(c.plan), name).toThrow(/^training\.lora\.target_modules: "all-linear" takes the mixture of experts' routers and experts too \(model\.layers\.0\.mlp\.(gate|experts), model\.layers\.0\.mlp\.(gate|experts), \.\.\.\), which PEFT 0\.21 adapts and memplan does not/);
+      expect(() => memplanParameters(c.plan), name).toThrow(/^training\.lora\.target_modules: "all-linear" takes the mixture of experts' routers and experts too \(model\.layers\.0\.mlp\.(gate|experts), model\.layers\.0\.mlp\.(gate|experts), \.\.\.\), which PEFT 0\.21 adapts and memplan does not: name the modules to adapt instead \(all-linear's others are named q_proj, k_proj, v_proj, o_proj\)$/);
     }
   });
 
@@ -160,6 +194,12 @@ describe('target_modules in the plan file', () => {
     expect(isLoraTarget('model.layers.0.self_attn.q_proj_x', '.*q_proj')).toBe(false);
     expect(isLoraTarget('lm_head', 'all-linear')).toBe(false); // the shorthand names no module
     expect(() => targetPattern('\\Z')).toThrow(SyntaxError);
+  });
+
+  it('refuses a repeated group that repeats inside, which backtracks for exponential time (the window would freeze)', () => {
+    expect(issues('(.*)*q_proj')).toEqual(['training.lora.target_modules: is not "all-linear", and not a regular expression memplan can read: "repeats a group that repeats inside, as (.*)* does, which can take exponential time to match"']);
+    for (const slow of ['(a+)+', '((ab)*c)+', '(x{2,})*', '(?:.*q)+']) expect(() => targetPattern(slow), slow).toThrow(/exponential/);
+    for (const fine of ['.*\\.(q|v)_proj', 'model\\.layers\\.[0-9]+\\..*', '\\(.*\\)*', '[(]*']) expect(() => targetPattern(fine), fine).not.toThrow();
   });
 });
 
