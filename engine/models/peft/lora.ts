@@ -378,11 +378,11 @@ function unadaptedTarget(model: ModuleTree, targets: TargetModules): { target: s
   if (isAllLinear(targets)) return null;
   const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
   // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
-  const saved = [...new Set(params.filter((p) => p.savedModule).map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.'))))];
+  const saved = [...new Set(params.filter((p) => p.savedModule).map(savedHead))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
   for (const module of moduleNames(model)) {
     if (adapted.has(module) || inSaved(module)) continue;
-    const target = typeof targets === 'string' ? (isLoraTarget(module, targets) ? targets : undefined) : targets.find((t) => isLoraTarget(module, [t]));
+    const target = targetTaking(module, targets);
     if (target !== undefined) return { target, module };
   }
   return null;
@@ -398,10 +398,19 @@ function unadaptedTarget(model: ModuleTree, targets: TargetModules): { target: s
 function tokenClassifierTarget(params: readonly ParameterSpec[], targets: TargetModules): { target: string; module: string } | null {
   const saved = params.find((p) => p.savedModule === 'TOKEN_CLS');
   if (!saved) return null;
-  const module = saved.name.slice(0, saved.name.indexOf('.modules_to_save.'));
-  if (typeof targets === 'string') return isAllLinear(targets) || isLoraTarget(module, targets) ? { target: targets, module } : null;
-  const target = targets.find((t) => isLoraTarget(module, [t]));
+  const module = savedHead(saved);
+  const target = typeof targets === 'string' && isAllLinear(targets) ? targets : targetTaking(module, targets);
   return target === undefined ? null : { target, module };
+}
+
+/** The target that takes a module: the pattern, or the first name of the list that matches it. */
+function targetTaking(module: string, targets: TargetModules): string | undefined {
+  return typeof targets === 'string' ? (isLoraTarget(module, targets) ? targets : undefined) : targets.find((t) => isLoraTarget(module, [t]));
+}
+
+/** The head a modules_to_save copy's parameter belongs to (`score` of `score.modules_to_save.default.weight`). */
+function savedHead(p: ParameterSpec): string {
+  return p.name.slice(0, p.name.indexOf('.modules_to_save.'));
 }
 
 /**

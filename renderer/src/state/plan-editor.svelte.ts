@@ -12,6 +12,9 @@ import { formKeys, isObject, keptKeys, keptOf, withKept, withoutKept, type Field
 
 export type ModelMode = 'preset' | 'hf_config' | 'torchvision' | 'layers';
 
+/** Names as a field takes them, separated by commas (target_modules, freeze patterns). */
+const commaList = (text: string): string[] => text.split(',').map((x) => x.trim()).filter((x) => x !== '');
+
 export type Precision = TrainingSpec['precision'];
 export type Optimizer = TrainingSpec['optimizer'];
 export type OptimizerImpl = TrainingSpec['optimizer_impl'];
@@ -221,7 +224,6 @@ export class PlanEditor {
     if (this.inputKind === 'tokens' || opened('training.seq_len')) training.seq_len = this.seqLen;
     if (this.inputKind === 'images' || opened('training.image_size')) training.image_size = this.imageSize;
     if (this.gradScalerSkippedSteps !== 0 || opened('training.grad_scaler_skipped_steps')) training.grad_scaler_skipped_steps = this.gradScalerSkippedSteps;
-    const list = (text: string) => text.split(',').map((x) => x.trim()).filter((x) => x !== '');
     if (this.inputKind === 'tokens' && this.loraOn) {
       training.lora = {
         r: this.loraRank,
@@ -231,7 +233,7 @@ export class PlanEditor {
         ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
       };
     }
-    if (list(this.freezeText).length) training.freeze = list(this.freezeText);
+    if (commaList(this.freezeText).length) training.freeze = commaList(this.freezeText);
     return {
       model: this.model as Record<string, unknown>,
       training,
@@ -368,7 +370,7 @@ export class PlanEditor {
     if (opened !== null && this.loraTargetsText === opened.text) return opened.value;
     const text = this.loraTargetsText.trim();
     if (isAllLinear(text) || /[\\()[\]|*+?^${}]/.test(text)) return text;
-    return text.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    return commaList(text);
   }
 
   /** A fresh plan (GPT-2, AMP bf16 on an H100), not saved. */
