@@ -149,6 +149,22 @@ describe('the plan editor', () => {
     expect(await page.locator('[data-testid="trainable"]').textContent()).toBe(' · 11,272,192 trainable (0.9039%)');
     await field.evaluate((el) => el.scrollIntoView({ block: 'center' })); // the field with its hint
     await screenshot(page, 'lora-all-linear-en');
+    // in Chinese: the count, the hint, and a pattern memplan refuses, beside the field
+    const language = async (locale: string) => {
+      await page.locator('[data-testid="settings"]').click();
+      await page.locator(`[data-locale="${locale}"]`).click();
+      await page.keyboard.press('Escape');
+    };
+    await language('zh-CN');
+    await expect.poll(() => page.locator('[data-testid="trainable"]').textContent()).toBe(' · 可训练 11,272,192 个（0.9039%）');
+    await field.evaluate((el) => el.scrollIntoView({ block: 'center' }));
+    await screenshot(page, 'lora-all-linear-zh-CN');
+    await page.locator('#lora-targets').fill('.*embed_tokens');
+    await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('对应模块 model.embed_tokens');
+    await field.evaluate((el) => el.scrollIntoView({ block: 'center' }));
+    await screenshot(page, 'lora-pattern-refused-zh-CN');
+    await page.locator('#lora-targets').fill('all-linear');
+    await language('en');
     // a pattern that takes the input embedding, whose adapter memplan does not simulate: said at the field
     await page.locator('#lora-targets').fill('.*embed_tokens');
     await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('model.embed_tokens');
