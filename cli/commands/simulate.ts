@@ -1,5 +1,5 @@
 /** `memplan simulate PLAN.json`: the predicted memory of a training run, as PyTorch's allocator would report it. */
-import { InputError, UNBOUNDED_MEMORY_BYTES, advise, formatSize, setUpAdvice, simulate, stringifyResult, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
+import { InputError, UNBOUNDED_MEMORY_BYTES, advise, formatSize, partlyTrainable, setUpAdvice, simulate, stringifyResult, type AdviceNotComputed, type AdviceResult, type SimulateResult } from '../../engine/index.ts';
 import { parseCommandArgs } from '../args.ts';
 import { caveatsText } from '../caveats.ts';
 import { PLAN_OPTIONS, gpuChoice, namedForPlanFile, placePlan, planOptionsHelp, readPlanWithOverrides } from '../plan-options.ts';
@@ -34,8 +34,8 @@ function where(at: { step: number; phase: string }): string {
  * print_trainable_parameters() prints them (four decimals).
  */
 function trainableText(model: SimulateResult['model']): string {
-  const t = model.trainable_parameter_count;
-  if (t === undefined || t === model.parameter_count) return '';
+  const t = partlyTrainable(model);
+  if (t === null) return '';
   return `, ${groupDigits(t)} trainable (trainable%: ${((100 * t) / model.parameter_count).toFixed(4)}),`;
 }
 

@@ -33,6 +33,7 @@ export {
   breakdownSchema,
   gpuUsedSchema,
   modelSummarySchema,
+  partlyTrainable,
   simulateResultSchema,
   stepResultSchema,
   type Breakdown,

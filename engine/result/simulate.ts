@@ -45,6 +45,15 @@ export const gpuUsedSchema = z.object({
   cap_bytes: bytes,
 });
 
+/**
+ * The parameters that train where not all of them do (LoRA, frozen parameters): what the answer shows beside the
+ * parameter count. null where everything trains, or for a result stored before memplan counted it.
+ */
+export function partlyTrainable(model: { parameter_count: number; trainable_parameter_count?: number | undefined }): number | null {
+  const t = model.trainable_parameter_count;
+  return t === undefined || t === model.parameter_count ? null : t;
+}
+
 /** The model as the plan describes it: its own size, whatever happened in the simulation. */
 export const modelSummarySchema = z.object({
   parameter_count: count,

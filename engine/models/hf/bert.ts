@@ -90,8 +90,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // (deep-copied: the model's dtype), which trains
     if (!roberta) dense(`${base}.pooler.dense`, e, e);
     const n = classifier.numLabels;
-    const head = (prefix: string, saved: boolean) => {
-      const savedModule = saved ? ('SEQ_CLS' as const) : undefined;
+    const head = (prefix: string, savedModule?: 'SEQ_CLS') => {
       const linearOf = (name: string, out: number) => params.push({ name: `${name}.weight`, shape: [out, e], dtype, savedModule }, { name: `${name}.bias`, shape: [out], dtype, savedModule });
       if (roberta) {
         linearOf(`${prefix}.dense`, e);
@@ -99,19 +98,17 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
       } else linearOf(prefix, n);
     };
     const bodyEnd = params.length;
-    head('classifier', false);
-    if (tuning.lora) head('classifier.modules_to_save.default', true);
+    head('classifier');
+    if (tuning.lora) head('classifier.modules_to_save.default', 'SEQ_CLS');
     headFirst(bodyEnd);
   } else if (tokenClassifier) {
     // BertForTokenClassification (and RoBERTa's): no pooler, the classifier on every token; under LoRA, PEFT's
     // TOKEN_CLS task keeps it trainable as `modules_to_save`, as for a sequence classifier
     const bodyEnd = params.length;
-    const linearOf = (prefix: string, saved: boolean) => {
-      const savedModule = saved ? ('TOKEN_CLS' as const) : undefined;
+    const linearOf = (prefix: string, savedModule?: 'TOKEN_CLS') =>
       params.push({ name: `${prefix}.weight`, shape: [tokenClassifier.numLabels, e], dtype, savedModule }, { name: `${prefix}.bias`, shape: [tokenClassifier.numLabels], dtype, savedModule });
-    };
-    linearOf('classifier', false);
-    if (tuning.lora) linearOf('classifier.modules_to_save.default', true);
+    linearOf('classifier');
+    if (tuning.lora) linearOf('classifier.modules_to_save.default', 'TOKEN_CLS');
     headFirst(bodyEnd);
   } else if (roberta) {
     // RobertaLMHead: dense, layer_norm, decoder (tied: the word embedding, moved here when the head comes first;

@@ -134,15 +134,12 @@ export function classificationLoss(rt: Runtime, logits: Tensor, labels: Tensor, 
  * parameters, and the weight and bias the forward reads.
  */
 function scoreParameters(numLabels: number, hidden: number, dtype: DType, lora: boolean, bias: boolean, task: 'SEQ_CLS' | 'TOKEN_CLS'): { params: ParameterSpec[]; weight: string; bias: string | null } {
-  const module = (prefix: string, saved: boolean): ParameterSpec[] => {
-    const savedModule = saved ? task : undefined;
-    return [
-      { name: `${prefix}.weight`, shape: [numLabels, hidden], dtype, savedModule },
-      ...(bias ? [{ name: `${prefix}.bias`, shape: [numLabels], dtype, savedModule }] : []),
-    ];
-  };
+  const module = (prefix: string, savedModule?: 'SEQ_CLS' | 'TOKEN_CLS'): ParameterSpec[] => [
+    { name: `${prefix}.weight`, shape: [numLabels, hidden], dtype, savedModule },
+    ...(bias ? [{ name: `${prefix}.bias`, shape: [numLabels], dtype, savedModule }] : []),
+  ];
   const trained = lora ? 'score.modules_to_save.default' : 'score';
-  return { params: [...module('score', false), ...(lora ? module(trained, true) : [])], weight: `${trained}.weight`, bias: bias ? `${trained}.bias` : null };
+  return { params: [...module('score'), ...(lora ? module(trained, task) : [])], weight: `${trained}.weight`, bias: bias ? `${trained}.bias` : null };
 }
 
 /**

@@ -4,7 +4,7 @@
  * beside the .md file. User text (name, notes, tags, setting values) is escaped (Note [User text in reports]).
  * Pure (no DOM): the caller renders the charts (png.ts) and saves the files (actions.ts).
  */
-import type { AdviceItem, Caveats, MaxBatchResult, SimulateResult } from '../../../engine/result/index.ts';
+import { partlyTrainable, type AdviceItem, type Caveats, type MaxBatchResult, type SimulateResult } from '../../../engine/result/index.ts';
 import type { Locale } from '../i18n/types.ts';
 import { CATEGORIES } from '../charts/categories.ts';
 import { adviceWords, caveatWords, categoryName, noteText, phaseName } from '../results/words.ts';
@@ -111,6 +111,12 @@ function settingsTable(w: ReportWords, plan: unknown): string {
   return table([w.x.xSetting, w.x.xValue], rows.map((r) => [r.label, r.value]));
 }
 
+/** What trains, where not everything does: the count and PEFT's trainable% (four decimals). */
+function trainableRows(w: ReportWords, model: SimulateResult['model']): string[][] {
+  const t = partlyTrainable(model);
+  return t === null ? [] : [[w.x.xTrainableCount, w.r.rTrainable(w.count(t), w.percent(t / model.parameter_count, 4))]];
+}
+
 export function planReport(input: PlanReportInput): string {
   const w = reportWords(input.locale);
   const s = input.simulation;
@@ -136,9 +142,7 @@ export function planReport(input: PlanReportInput): string {
               [w.x.xFits, s.fits ? w.x.xYes : w.x.xNo],
               [w.x.xPeakAt, w.r.rPeakAt(s.peak_at.step, phaseName(w.r, s.peak_at.phase))],
               [w.x.xParameterCount, w.r.rParameters(w.count(s.model.parameter_count), w.bytes(s.model.parameter_bytes))],
-              ...(s.model.trainable_parameter_count !== undefined && s.model.trainable_parameter_count !== s.model.parameter_count
-                ? [[w.x.xTrainableCount, w.r.rTrainable(w.count(s.model.trainable_parameter_count), w.percent(s.model.trainable_parameter_count / s.model.parameter_count, 4))]]
-                : []),
+              ...trainableRows(w, s.model),
             ],
           ),
           table([w.x.xQuantity, w.x.xSize, w.x.xBytes], memoryRows(w, s), ['left', 'right', 'right']),
