@@ -118,6 +118,8 @@ export function noteText(note: Note): string {
       }), so later steps are not proven to fit: the peaks are those of these steps.`;
     case 'lora_targets_unmatched':
       return `No module of this model is named ${note.targets.map((t) => `"${t}"`).join(' or ')}, so LoRA adapts only the other target modules (PEFT says nothing while one name matches): check the names against model.named_modules().`;
+    case 'lora_modules_to_save_unmatched':
+      return `No module's name ends with ${note.modules.map((t) => `"${t}"`).join(' or ')}, so modules_to_save copies nothing for ${note.modules.length === 1 ? 'it' : 'them'} and ${note.modules.length === 1 ? 'that module stays' : 'those modules stay'} frozen (PEFT says nothing): check the names against model.named_modules().`;
     case 'needs_more_than_simulated':
       return `It runs out of memory even with no cap on a GPU of ${formatSize(note.bytes)}, the most memplan simulates: it needs more than that.`;
     case 'checkpoint_inputs_no_grad':

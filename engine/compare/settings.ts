@@ -100,7 +100,8 @@ export function settingOf(plan: Plan, key: SettingKey): Setting {
     const lora = plan.training.lora;
     // a list is a set of names; "all-linear" is one setting in any case; a regular expression is as written
     const targets = (t: TargetModules) => (typeof t !== 'string' ? nameSet(t) : isAllLinear(t) ? ALL_LINEAR : t);
-    return { key, value: lora ?? false, canonical: lora ? canonicalJson({ ...lora, target_modules: targets(lora.target_modules) }) : 'false' };
+    // modules_to_save is a set of names too (PEFT takes a module when any of them ends its name)
+    return { key, value: lora ?? false, canonical: lora ? canonicalJson({ ...lora, target_modules: targets(lora.target_modules), modules_to_save: nameSet(lora.modules_to_save) }) : 'false' };
   }
   if (key === 'training.freeze') return { key, value: plan.training.freeze, canonical: JSON.stringify(nameSet(plan.training.freeze)) };
   const field = trainingKey(key);

@@ -13,10 +13,16 @@ export interface ParameterSpec {
   /** A LoRA adapter's weight (models/peft/lora.ts). */
   adapter?: boolean;
   /**
-   * The trainable copy PEFT keeps of a module its task names (`modules_to_save`: a sequence or token classifier's
-   * classifier), beside the frozen original: trains under LoRA. The task that keeps it (PEFT's task_type).
+   * The trainable copy PEFT keeps of a module (`modules_to_save`), beside the frozen original: trains under LoRA.
+   * What keeps it: the task (PEFT's task_type) for a sequence or token classifier's classifier, or the plan's
+   * `training.lora.modules_to_save`.
    */
-  savedModule?: 'SEQ_CLS' | 'TOKEN_CLS';
+  savedModule?: 'SEQ_CLS' | 'TOKEN_CLS' | 'modules_to_save';
+  /**
+   * A copy made for `training.lora.modules_to_save`: the name of the original parameter it stands in for, the name
+   * the model's forward reads (ModulesToSaveWrapper.forward calls the copy).
+   */
+  runsAs?: string;
   /**
    * The weight of a module LoRA can adapt, and the module's class: an `nn.Linear` (`linearParameters`), or GPT-2's
    * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
@@ -49,6 +55,13 @@ export interface TrainableModel {
    * weight once, under the other module, but PEFT's target_modules still match them by name.
    */
   tiedModules?: readonly string[];
+  /**
+   * A tied module's weight by its own name, and the parameter it is (`lm_head.weight` is
+   * `model.embed_tokens.weight`): the forward reads a tied module's weight by the first name, so that a
+   * modules_to_save copy of either module runs where that module runs, and the other keeps the original. A model
+   * with tied modules and no entry for them takes no modules_to_save.
+   */
+  tiedWeights?: Readonly<Record<string, string>>;
   /**
    * Modules with neither parameters nor buffers (activations, dropouts), as `named_modules()` names them:
    * target_modules can match them too, and PEFT refuses them (measured: h100_lora_targets.json).

@@ -95,6 +95,9 @@ export const trainingSchema = z.strictObject({
           }
         }),
       ]),
+      // PEFT's `modules_to_save`: modules kept whole and trained as a copy beside the frozen original (names a module's
+      // name ends with, as PEFT matches them)
+      modules_to_save: z.array(z.string().min(1, 'must not be empty')).default([]),
       quantization: z.enum(['none', '4bit', '8bit']).default('none'),
     })
     .optional(),

@@ -163,6 +163,11 @@ export const NOTE_PARAMS = {
    */
   lora_targets_unmatched: { targets: z.array(z.string()) },
   /**
+   * modules_to_save names no module's name ends with: PEFT copies nothing for them, with no word, so those modules
+   * stay frozen.
+   */
+  lora_modules_to_save_unmatched: { modules: z.array(z.string()) },
+  /**
    * The plan runs out of memory even with no cap on a GPU of `bytes` (64 TiB, the most memplan simulates): it needs
    * more than that, so `needed_bytes` is null rather than the peak reached before the error.
    */
@@ -179,6 +184,7 @@ export const noteSchema = z.discriminatedUnion('id', [
   note('not_steady'),
   note('checkpoint_inputs_no_grad'),
   note('lora_targets_unmatched'),
+  note('lora_modules_to_save_unmatched'),
   note('needs_more_than_simulated'),
 ]);
 

@@ -15,7 +15,7 @@ import { checkHeadPrecision, resolveHfConfig, type HfConfig } from '../models/hf
 import { hfModel } from '../models/hf/index.ts';
 import { torchvisionModel } from '../models/torchvision.ts';
 import { PRESETS } from '../models/presets.ts';
-import { applyFineTuning, fineTuningOf, unmatchedTargets } from '../models/peft/lora.ts';
+import { applyFineTuning, fineTuningOf, unmatchedModulesToSave, unmatchedTargets } from '../models/peft/lora.ts';
 import { InputError } from '../errors.ts';
 import type { TrainableModel } from '../models/model.ts';
 import { Autocast } from '../ops/autocast.ts';
@@ -276,6 +276,10 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
         if (!p.buffer && !p.frozen) params.push(new Parameter(p.name, tensor, cuda)); // frozen: requires_grad False
         model.tensors.set(p.name, tensor);
       }
+      // the forward reads a tied module's weight by the module's own name, and a modules_to_save copy by its
+      // original's: the copy runs where its module runs (ModulesToSaveWrapper.forward)
+      for (const [name, weight] of Object.entries(model.tiedWeights ?? {})) model.tensors.set(name, model.tensors.get(weight)!);
+      for (const p of model.parameters) if (p.runsAs !== undefined) model.tensors.set(p.runsAs, model.tensors.get(p.name)!);
       const order = model.optimizerOrder;
       const byName = new Map(params.map((p) => [p.name, p]));
       // the order names frozen parameters too (named_parameters()): they are not the optimizer's
@@ -487,6 +491,8 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
   if (blocksWithoutGrad) notes.push({ id: 'checkpoint_inputs_no_grad', blocks: blocksWithoutGrad });
   const unmatched = t.lora ? unmatchedTargets(model, t.lora.target_modules) : [];
   if (unmatched.length) notes.push({ id: 'lora_targets_unmatched', targets: unmatched });
+  const unsaved = t.lora ? unmatchedModulesToSave(model, t.lora.modules_to_save) : [];
+  if (unsaved.length) notes.push({ id: 'lora_modules_to_save_unmatched', modules: unsaved });
   const timelinePoints = options.timelinePoints ?? DEFAULT_TIMELINE_POINTS;
   return {
     schema_version: RESULT_SCHEMA_VERSION,

@@ -83,7 +83,7 @@ TRAINING_DEFAULTS = {
     "freeze": [],
 }
 LORA_KEYS = ("r", "alpha", "target_modules")
-LORA_OPTIONAL = ("dropout", "quantization")
+LORA_OPTIONAL = ("dropout", "quantization", "modules_to_save")
 # Layer types of a layer list: required parameters, then optional ones with their defaults.
 LAYER_PARAMS: dict[str, tuple[tuple[str, ...], dict]] = {
     "linear": (("in_features", "out_features"), {"bias": True}),
@@ -215,6 +215,9 @@ def _check_fine_tuning(training: dict) -> None:
     if not isinstance(targets, str) and (not isinstance(targets, list) or not targets
                                          or not all(isinstance(t, str) and t for t in targets)):
         raise PlanError("training.lora.target_modules", 'expected a list of module names, "all-linear" or a regular expression')
+    saved = lora.get("modules_to_save", [])
+    if not isinstance(saved, list) or not all(isinstance(m, str) and m for m in saved):
+        raise PlanError("training.lora.modules_to_save", "expected a list of module names")
     if lora.get("quantization", "none") != "none":
         raise PlanError("training.lora.quantization", "4-bit and 8-bit bases need bitsandbytes, which this script does not use")
 
@@ -632,6 +635,8 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
         lora_config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
                                       target_modules=(lora["target_modules"] if isinstance(lora["target_modules"], str)
                                                       else list(lora["target_modules"])),
+                                      # names a task's head joins (SEQ_CLS, TOKEN_CLS); None when the plan names none
+                                      modules_to_save=list(lora.get("modules_to_save", [])) or None,
                                       task_type="SEQ_CLS" if classifier else "TOKEN_CLS" if token_classifier
                                       else None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)

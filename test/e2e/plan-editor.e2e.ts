@@ -170,6 +170,21 @@ describe('the plan editor', () => {
     await expect.poll(() => field.locator('.issues').textContent(), { timeout: 20_000 }).toContain('model.embed_tokens');
     await page.locator('#lora-targets').fill('q_proj, v_proj');
     await waitForResult(page);
+    const adaptersOnly = await resultNumbers(page);
+    // modules_to_save: the tied embedding and lm_head trained whole, as two copies of 128,256 x 2,048 (PEFT's
+    // default), each with its fp32 gradient and AdamW state
+    const saved = page.locator('[data-path="training.lora.modules_to_save"]');
+    await page.locator('#lora-saved').fill('embed_tokens, lm_head');
+    await expect.poll(() => page.locator('[data-testid="trainable"]').textContent(), { timeout: 60_000 }).toBe(' · 527,040,512 trainable (29.8970%)');
+    expect((await resultNumbers(page)).peakAllocated).toBeGreaterThan(adaptersOnly.peakAllocated + 3 * 2 * 128256 * 2048 * 4);
+    await saved.evaluate((el) => el.scrollIntoView({ block: 'center' }));
+    await screenshot(page, 'lora-modules-to-save-en');
+    // a whole decoder layer: refused beside the field, the text kept
+    await page.locator('#lora-saved').fill('layers.0');
+    await expect.poll(() => saved.locator('.issues').textContent(), { timeout: 20_000 }).toContain('"layers.0" takes model.layers.0, a module with submodules');
+    expect(await page.locator('#lora-saved').inputValue()).toBe('layers.0');
+    await page.locator('#lora-saved').fill('');
+    await waitForResult(page);
     await page.locator('#lora').uncheck();
     await waitForResult(page);
     await page.locator('#tab-model').click(); // where the next test starts

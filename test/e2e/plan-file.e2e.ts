@@ -44,9 +44,13 @@ const PATTERN_PLAN = {
   training: { batch_size: 4, seq_len: 256, precision: 'bf16', lora: { r: 8, alpha: 16, dropout: 0, target_modules: 'lm_head' } },
   gpu: { name: 'h100-sxm' },
 };
-const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR' } } };
-/** A list with a name that has a pattern's character (one that matches nothing: noted): a list again when exported. */
-const LIST_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on q_proj and a name with a star', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: ['q_proj', 'model.layers.0.*'] } } };
+/** An empty modules_to_save, as written: kept when exported. */
+const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR', modules_to_save: [] } } };
+/**
+ * A list with a name that has a pattern's character (one that matches nothing: noted): a list again when exported;
+ * the embedding and the output layer trained whole (modules_to_save).
+ */
+const LIST_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on q_proj and a name with a star', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: ['q_proj', 'model.layers.0.*'], modules_to_save: ['embed_tokens', 'lm_head'] } } };
 
 const VISION_PRESET_PLAN = {
   format: 'memplan.plan',

@@ -44,6 +44,9 @@ describe('the LoRA and frozen-parameter rows, worded', () => {
     expect(settingValueText(en, 'training.lora', valueOf(plan({ lora: { ...lora, quantization: '4bit' } }), 'training.lora'), 'en')).toBe('r 16, alpha 32, dropout 0.05, q_proj, v_proj, 4-bit');
     expect(settingValueText(en, 'training.lora', valueOf(plan({ lora: { ...lora, quantization: '8bit', dropout: 0 } }), 'training.lora'), 'en')).toBe('r 16, alpha 32, dropout 0, q_proj, v_proj, 8-bit');
     expect(settingValueText(zh, 'training.lora', valueOf(plan({ lora: { ...lora, quantization: '4bit' } }), 'training.lora'), 'zh-CN')).toBe('r 16，alpha 32，dropout 0.05，q_proj, v_proj，4 比特量化');
+    const saved = valueOf(plan({ lora: { ...lora, modules_to_save: ['embed_tokens', 'lm_head'] } }), 'training.lora');
+    expect(settingValueText(en, 'training.lora', saved, 'en')).toBe('r 16, alpha 32, dropout 0.05, q_proj, v_proj, modules_to_save embed_tokens, lm_head');
+    expect(settingValueText(zh, 'training.lora', saved, 'zh-CN')).toBe('r 16，alpha 32，dropout 0.05，q_proj, v_proj，modules_to_save embed_tokens, lm_head');
   });
 
   it('no LoRA reads as the table’s off, no frozen parameters as none', () => {

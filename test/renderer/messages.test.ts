@@ -55,6 +55,7 @@ const notes: Record<(typeof NOTE_IDS)[number], Note> = {
   not_steady: { id: 'not_steady', steps: 21, reason: 'max_steps' },
   checkpoint_inputs_no_grad: { id: 'checkpoint_inputs_no_grad', blocks: 22 },
   lora_targets_unmatched: { id: 'lora_targets_unmatched', targets: ['w1', 'c_attn'] },
+  lora_modules_to_save_unmatched: { id: 'lora_modules_to_save_unmatched', modules: ['embed'] },
   needs_more_than_simulated: { id: 'needs_more_than_simulated', bytes: 2 ** 46 },
 };
 

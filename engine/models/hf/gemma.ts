@@ -77,7 +77,6 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   const { classifier, tokenClassifier, score } = decoderClassifierHeads(cfg.head, cfg.hidden, dtype, tuning.lora !== null);
   if (score) params.push(...score.params);
   else if (!cfg.tieWordEmbeddings) params.push(...linearParameters('lm_head', cfg.vocabSize, cfg.hidden, false, dtype, tuning, true)); // the output embeddings
-  const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const proj = linearModules(weights, tuning.lora);
@@ -269,6 +268,8 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
+    // the head reads its weight as lm_head's (a modules_to_save copy of either module runs in that module only)
+    tiedWeights: !score && cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     // each layer's activation, a token classifier's dropout
     parameterlessModules: [...Array.from({ length: cfg.layers }, (_, i) => `model.layers.${i}.mlp.act_fn`), ...(tokenClassifier ? ['dropout'] : [])],
     tensors: weights,
@@ -309,7 +310,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
       // a classifier has no final soft-capping: that is Gemma's causal LM's
       if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
       if (tokenClassifier && score) return decoderTokenClassifierLoss(rt, hidden, w(score.weight), score.bias ? w(score.bias) : null, labels!, tokenClassifier, cache);
-      let logits = proj(rt, hidden, lmHead);
+      let logits = proj(rt, hidden, 'lm_head');
       if (cfg.finalSoftcap !== null) {
         // Gemma2ForCausalLM.forward: `logits = logits / cap; logits = torch.tanh(logits); logits = logits * cap`
         // over [B, T, vocab]: each rebinding frees the previous logits; TanhBackward0 keeps its result

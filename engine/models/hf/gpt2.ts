@@ -159,6 +159,8 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
   return {
     parameters: params,
     tiedModules: ['lm_head'],
+    // lm_head reads its weight by its own name (a modules_to_save copy of wte or lm_head runs in that module only)
+    tiedWeights: { 'lm_head.weight': 'transformer.wte.weight' },
     // the embeddings' dropout; each block's attention and residual dropouts, its MLP's activation and dropout
     parameterlessModules: [
       'transformer.drop',
@@ -187,7 +189,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
       cuda.release(hidden);
       // GPT2Model.forward returns: its locals die
       for (const t of [mask, positions, positionEmbeds, inputsEmbeds]) cuda.release(t);
-      const logits = linear(rt, normed, w('transformer.wte.weight'), null, 'lm_head');
+      const logits = linear(rt, normed, w('lm_head.weight'), null, 'lm_head');
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(normed); // GPT2LMHeadModel.forward returns
       // the output object (logits, the cache) is dropped once `.loss` is read

@@ -94,7 +94,6 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   const { classifier, tokenClassifier, score } = decoderClassifierHeads(cfg.head, cfg.hidden, dtype, tuning.lora !== null);
   if (score) params.push(...score.params);
   else if (!cfg.tieWordEmbeddings) params.push(...linearParameters('lm_head', cfg.vocabSize, cfg.hidden, false, dtype, tuning, true)); // the output embeddings
-  const lmHead = cfg.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head';
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   const wOrNull = (name: string) => weights.get(name) ?? null;
@@ -420,6 +419,8 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
   return {
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
+    // the head reads its weight as lm_head's (a modules_to_save copy of either module runs in that module only)
+    tiedWeights: !score && cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     // each layer's activation (Phi-3's `activation_fn`, its residual dropouts; a mixture of experts' in `experts`),
     // a token classifier's dropout
     parameterlessModules: [
@@ -454,7 +455,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
       for (const x of [sin, cos, mask, positions, inputsEmbeds]) cuda.release(x);
       if (classifier && score) return decoderClassifierLoss(rt, hidden, w(score.weight), labels!, classifier, cache);
       if (tokenClassifier && score) return decoderTokenClassifierLoss(rt, hidden, w(score.weight), score.bias ? w(score.bias) : null, labels!, tokenClassifier, cache);
-      const logits = proj(rt, hidden, lmHead);
+      const logits = proj(rt, hidden, 'lm_head');
       const loss = causalLmLoss(rt, logits, ids!);
       cuda.release(hidden);
       // the output object (logits, the cache) is dropped once `.loss` is read

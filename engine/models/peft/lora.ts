@@ -31,6 +31,8 @@ export interface LoraSpec {
   alpha: number;
   dropout: number;
   target_modules: TargetModules;
+  /** PEFT's `modules_to_save`: modules trained whole, as a copy (`withModulesToSave`); none when left out. */
+  modules_to_save?: readonly string[];
 }
 
 /**
@@ -91,7 +93,7 @@ function patternOf(source: string): RegExp {
 }
 
 /** What target_modules are matched against: the model's parameters and the modules named beside them. */
-export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'parameterlessModules'>;
+export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'tiedWeights' | 'parameterlessModules' | 'optimizerOrder'>;
 
 /** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
 export interface FineTuning {
@@ -158,8 +160,37 @@ export function isLoraTarget(modulePath: string, targets: TargetModules): boolea
  * `lm_head`; a tied head is no module of its own here, and a masked LM's decoder is no module LoRA adapts here).
  * A classifier head a task keeps whole is never adapted (`scoreParameters`, bert.ts: they are built without).
  */
-function adapts(path: string, targets: TargetModules, outputEmbeddings: boolean): boolean {
-  return isAllLinear(targets) ? !outputEmbeddings : isLoraTarget(path, targets);
+function adapts(path: string, lora: LoraSpec, outputEmbeddings: boolean): boolean {
+  if (excludedFromLora(path, lora.modules_to_save ?? [])) return false;
+  return isAllLinear(lora.target_modules) ? !outputEmbeddings : isLoraTarget(path, lora.target_modules);
+}
+
+/**
+ * A module modules_to_save names gets no adapter, nor does any module inside it: PEFT 0.21's
+ * `check_target_module_exists` returns `_ExcludedModule()` when `re.match(rf"(^|.*\.){m}($|\..*)", key)` for a
+ * name m, read as a regular expression (a dot in it matches any character), which must end at the end of a dot-separated
+ * part. `_set_trainable` then takes the module by a plain suffix (`isSavedModule`): where that suffix is no whole part
+ * ("proj" of q_proj), the adapter is in and PEFT raises (`withModulesToSave`).
+ */
+export function excludedFromLora(path: string, saved: readonly string[]): boolean {
+  return saved.some((name) => exclusionPattern(name).test(path));
+}
+
+/** The regular expression check_target_module_exists makes of a modules_to_save name, as `re.match` applies it. */
+export function exclusionPattern(name: string): RegExp {
+  let re = exclusionPatterns.get(name);
+  if (!re) exclusionPatterns.set(name, (re = new RegExp(`^(?:(?:|.*\\.)${name}(?:$|\\..*))`, 'u')));
+  return re;
+}
+const exclusionPatterns = new Map<string, RegExp>();
+
+/**
+ * Whether `_set_trainable` (peft/utils/other.py) wraps the module at `path` for modules_to_save: `any(key.endswith(
+ * target_key) ...)` over `named_modules(remove_duplicate=False)`, a plain suffix with no dot boundary ("norm" takes
+ * every input_layernorm as well as model.norm: measured, h100_modules_to_save.json).
+ */
+export function isSavedModule(path: string, saved: readonly string[]): boolean {
+  return saved.some((name) => path.endsWith(name));
 }
 
 /** `fnmatch.fnmatchcase` of a parameter name against a `training.freeze` pattern (`*`, `?`, `[...]`). */
@@ -200,7 +231,7 @@ export function linearParameters(path: string, outFeatures: number, inFeatures: 
  * its [in, out] weight; an nn.Linear from its [out, in] one.
  */
 export function loraAdapterParameters(path: string, inFeatures: number, outFeatures: number, tuning: FineTuning, outputEmbeddings = false): ParameterSpec[] {
-  if (!tuning.lora || !adapts(path, tuning.lora.target_modules, outputEmbeddings)) return [];
+  if (!tuning.lora || !adapts(path, tuning.lora, outputEmbeddings)) return [];
   return [
     { name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true },
     { name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true },
@@ -317,7 +348,7 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
         `${JSON.stringify(targets)} takes the mixture of experts' routers and experts too (${moeModules.slice(0, 2).join(', ')}${moeModules.length > 2 ? ', ...' : ''}), which PEFT 0.21 adapts and memplan does not: name the modules to adapt instead (all-linear's others are named ${adaptableNames(model.parameters, false).join(', ')})`,
       );
     }
-    const unadapted = unadaptedTarget(model, targets);
+    const unadapted = unadaptedTarget(model, targets, tuning.lora.modules_to_save ?? []);
     if (unadapted && kind) {
       throw new InputError(
         'training.lora.target_modules',
@@ -327,8 +358,13 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
     if (!model.parameters.some((p) => p.adapter)) {
       if (!kind) throw new InputError('training.lora', `LoRA is simulated for the Hugging Face model types ${LORA_MODEL_TYPES.join(', ')}; to train part of this model, freeze the rest (training.freeze)`);
       const what = typeof targets === 'string' ? `matches ${JSON.stringify(targets)}` : `is named ${targets.map((t) => JSON.stringify(t)).join(' or ')}`;
+      // PEFT's NoMatchingPeftModuleError says it too: "You may also have only targeted modules that are marked to be saved"
+      const saved = (tuning.lora.modules_to_save ?? []).length > 0 && [...moduleNames(model)].some((m) => targetTaking(m, targets) !== undefined);
+      if (saved) throw new InputError('training.lora.target_modules', `every module target_modules ${typeof targets === 'string' ? 'match' : 'name'} is kept whole by modules_to_save, and gets no adapter: PEFT 0.21 raises "No modules were targeted for adaptation"; name other modules to adapt`);
       throw new InputError('training.lora.target_modules', `no ${kind} of this model ${what}; its ${kind} modules are named ${names.join(', ')}`);
     }
+    const saved = tuning.lora.modules_to_save ?? [];
+    if (saved.length > 0) Object.assign(model, withModulesToSave(model, saved));
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
@@ -372,7 +408,7 @@ export function moduleNames(model: ModuleTree): Set<string> {
  * lora_xlm_roberta_base_cls_amp_bf16_qvd_ckpt, whose `dense` names the classifier's too). Names that match no
  * module at all are only noted (`unmatchedTargets`).
  */
-function unadaptedTarget(model: ModuleTree, targets: TargetModules): { target: string; module: string } | null {
+function unadaptedTarget(model: ModuleTree, targets: TargetModules, keptWhole: readonly string[]): { target: string; module: string } | null {
   const params = model.parameters;
   // "all-linear" takes only modules LoRA wraps, and leaves out the output layer
   if (isAllLinear(targets)) return null;
@@ -381,7 +417,8 @@ function unadaptedTarget(model: ModuleTree, targets: TargetModules): { target: s
   const saved = [...new Set(params.filter((p) => p.savedModule).map(savedHead))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
   for (const module of moduleNames(model)) {
-    if (adapted.has(module) || inSaved(module)) continue;
+    // a module modules_to_save keeps whole gets no adapter either, with no word from PEFT
+    if (adapted.has(module) || inSaved(module) || excludedFromLora(module, keptWhole)) continue;
     const target = targetTaking(module, targets);
     if (target !== undefined) return { target, module };
   }
@@ -414,6 +451,79 @@ function savedHead(p: ParameterSpec): string {
 }
 
 /**
+ * `training.lora.modules_to_save` as PEFT 0.21 applies it once the adapters are in (`set_additional_trainable_modules`,
+ * `_set_trainable` in peft/utils/other.py): every module whose name ends with one of the names (`isSavedModule`)
+ * becomes a ModulesToSaveWrapper, whose children are the module itself (`original_module`, frozen with the rest)
+ * and `modules_to_save.default`, its `copy.deepcopy` in its own dtype (PEFT upcasts adapters only), which trains and
+ * runs in its place (the wrapper's forward calls the copy; the original is not called). `model.to("cuda")` moves the
+ * copy right after the original. A tied module's copy is a weight of its own: with PEFT 0.21's default
+ * `ensure_weight_tying=False`, embed_tokens' and lm_head's copies are two weights, and the module not named runs the
+ * frozen original (measured: test/fixtures/device/h100_modules_to_save.json). Returns the parameters with the
+ * copies, and the optimizer's order with them where the model gives one. Refused at the field: a module LoRA adapts
+ * (PEFT raises), a module with submodules (the copy of a block: memplan copies modules whose parameters are their
+ * own), and a tied module the model does not describe (`tiedWeights`).
+ */
+export function withModulesToSave(model: ModuleTree, names: readonly string[]): Pick<TrainableModel, 'parameters' | 'optimizerOrder'> {
+  const params = model.parameters;
+  const tiedWeights = model.tiedWeights ?? {};
+  const tied = model.tiedModules ?? [];
+  const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
+  // the heads a task keeps whole already: PEFT updates their wrapper, and makes no other copy
+  const heads = new Set(params.filter((p) => p.savedModule).map(savedHead));
+  const field = 'training.lora.modules_to_save';
+  const copies: { after: string | null; specs: ParameterSpec[] }[] = [];
+  for (const module of moduleNames(model)) {
+    const name = names.find((n) => module.endsWith(n));
+    if (name === undefined || heads.has(module)) continue;
+    const takes = `${JSON.stringify(name)} takes ${module}${module === name || module.endsWith(`.${name}`) ? '' : ' (its name ends with it)'}`;
+    if (adapted.has(module)) {
+      throw new InputError(field, `${takes}, which target_modules adapt: PEFT 0.21 raises "TypeError: modules_to_save cannot be applied to modules of type <class 'peft.tuners.lora.layer.Linear'>"; name the module whole (its name, or its last dot-separated parts)`);
+    }
+    const inside = params.filter((p) => !p.adapter && p.name.startsWith(`${module}.`));
+    if (inside.some((p) => p.name.indexOf('.', module.length + 1) >= 0) || [...heads].some((h) => h.startsWith(`${module}.`) || module.startsWith(`${h}.`))) {
+      throw new InputError(field, `${takes}, a module with submodules: memplan simulates modules_to_save on modules whose parameters are their own (an embedding, a norm, a linear layer, lm_head); name those`);
+    }
+    const tiedWeight = tiedWeights[`${module}.weight`];
+    if ((tied.includes(module) && tiedWeight === undefined) || (tied.length > 0 && Object.keys(tiedWeights).length === 0)) {
+      throw new InputError(field, `${takes}, but this model's ${tied.join(', ')} shares its weight with another module, which memplan does not copy for modules_to_save (a masked LM's decoder and word embedding); leave modules_to_save out`);
+    }
+    const own = tiedWeight === undefined ? inside : [params.find((p) => p.name === tiedWeight)!];
+    // an activation or a dropout: its copy holds nothing
+    if (own.length === 0) continue;
+    copies.push({
+      // a tied module's copy: where Module._apply visits the module, last (lm_head, each model's last child)
+      after: tiedWeight === undefined ? own.at(-1)!.name : null,
+      specs: own.map((p) => ({
+        name: `${module}.modules_to_save.default.${tiedWeight === undefined ? p.name.slice(module.length + 1) : 'weight'}`,
+        shape: [...p.shape],
+        dtype: p.dtype,
+        ...(p.buffer ? { buffer: true } : {}),
+        savedModule: 'modules_to_save' as const,
+        runsAs: tiedWeight === undefined ? p.name : `${module}.weight`,
+      })),
+    });
+  }
+  const parameters = [...params];
+  let optimizerOrder = model.optimizerOrder ? [...model.optimizerOrder] : undefined;
+  for (const { after, specs } of copies) {
+    const at = after === null ? parameters.length : parameters.findIndex((p) => p.name === after) + 1;
+    parameters.splice(at, 0, ...specs);
+    if (optimizerOrder) {
+      const trained = specs.filter((p) => !p.buffer).map((p) => p.name);
+      const last = after === null ? -1 : optimizerOrder.lastIndexOf(specs.filter((p) => !p.buffer).at(-1)?.runsAs ?? '');
+      optimizerOrder.splice(last < 0 ? optimizerOrder.length : last + 1, 0, ...trained);
+    }
+  }
+  return optimizerOrder ? { parameters, optimizerOrder } : { parameters };
+}
+
+/** The modules_to_save names no module's name ends with (PEFT then copies nothing, with no word): noted. */
+export function unmatchedModulesToSave(model: ModuleTree, names: readonly string[]): string[] {
+  const modules = [...moduleNames(model)];
+  return names.filter((n) => !modules.some((m) => m.endsWith(n)));
+}
+
+/**
  * `enable_input_require_grads()`, which `PeftModel.__init__` calls on a model that checkpoints: a forward hook on
  * the input embeddings module makes its output a leaf that requires grad (so that the checkpointed blocks see an
  * input that needs a gradient). The leaf and its .grad belong to the graph, which the loss holds until it is rebound.
@@ -431,6 +541,8 @@ export class InputsRequireGrad {
 
   /** The hook: the input embeddings module's output becomes a leaf that requires grad. */
   hook(rt: Runtime, inputsEmbeds: Tensor): void {
+    // `output.requires_grad_(True)` on the output of an embedding that trains (a modules_to_save copy) changes nothing
+    if (inputsEmbeds.gradFn !== null || inputsEmbeds.requiresGrad) return;
     const leaf = new Parameter('inputs_embeds (enable_input_require_grads)', rt.cuda.ref(inputsEmbeds), rt.cuda);
     inputsEmbeds.requiresGrad = true;
     inputsEmbeds.leaf = leaf;

@@ -67,10 +67,11 @@ const numberText = (value: number, locale: Locale): string => new Intl.NumberFor
  */
 export const targetsText = (targets: TargetModules): string => (typeof targets !== 'string' ? targets.join(', ') : isAllLinear(targets) ? targets : JSON.stringify(targets));
 
-/** "r 16, alpha 32, dropout 0.05, q_proj, v_proj" (", 4-bit" for a QLoRA base). */
+/** "r 16, alpha 32, dropout 0.05, q_proj, v_proj" (then the modules saved whole; ", 4-bit" for a QLoRA base). */
 export function loraText(m: Messages, lora: LoraSetting, locale: Locale): string {
   const n = (v: number) => numberText(v, locale);
-  const text = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), targetsText(lora.target_modules));
+  const adapters = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), targetsText(lora.target_modules));
+  const text = lora.modules_to_save.length > 0 ? m.cmpLoraSaved(adapters, lora.modules_to_save.join(', ')) : adapters;
   return lora.quantization === 'none' ? text : m.cmpLoraQuantized(text, lora.quantization === '4bit' ? 4 : 8);
 }
 

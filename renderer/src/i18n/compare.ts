@@ -52,6 +52,7 @@ const en = {
   cmpNone: '(none)',
   cmpLora: (r: string, alpha: string, dropout: string, targets: string) => `r ${r}, alpha ${alpha}, dropout ${dropout}, ${targets}`,
   cmpLoraQuantized: (lora: string, bits: 4 | 8) => `${lora}, ${bits}-bit`,
+  cmpLoraSaved: (lora: string, modules: string) => `${lora}, modules_to_save ${modules}`,
 
   // Numbers
   cmpNumbersTitle: 'Numbers',
@@ -136,6 +137,7 @@ export const compareMessages = defineMessages(en, {
   cmpNone: '（无）',
   cmpLora: (r, alpha, dropout, targets) => `r ${r}，alpha ${alpha}，dropout ${dropout}，${targets}`,
   cmpLoraQuantized: (lora, bits) => `${lora}，${bits} 比特量化`,
+  cmpLoraSaved: (lora, modules) => `${lora}，modules_to_save ${modules}`,
 
   cmpNumbersTitle: '数值',
   cmpNumbersNote: '差值均相对于第一个方案。',

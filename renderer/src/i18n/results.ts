@@ -178,6 +178,8 @@ const en = {
     }), so later steps are not proven to fit: the peaks are those of these steps.`,
   rNoteLoraTargetsUnmatched: (targets: readonly string[]) =>
     `No module of this model is named ${targets.map((t) => `“${t}”`).join(' or ')}, so LoRA adapts only the other target modules (PEFT says nothing while one name matches): check the names against model.named_modules().`,
+  rNoteLoraModulesToSaveUnmatched: (modules: readonly string[]) =>
+    `No module's name ends with ${modules.map((t) => `“${t}”`).join(' or ')}, so modules_to_save copies nothing for ${modules.length === 1 ? 'it' : 'them'} and ${modules.length === 1 ? 'that module stays' : 'those modules stay'} frozen (PEFT says nothing): check the names against model.named_modules().`,
   rNoteNeedsMoreThanSimulated: (size: string) => `It runs out of memory even with no cap on a GPU of ${size}, the most memplan simulates: it needs more than that.`,
   rNoteCheckpointInputsNoGrad: (blocks: number) =>
     `With reentrant checkpointing, the input of ${blocks} checkpointed block${blocks === 1 ? '' : 's'} needs no gradient (it comes from a frozen embedding, or from the data, and nothing calls model.enable_input_require_grads()): PyTorch warns “None of the inputs have requires_grad=True” and computes no gradient inside ${blocks === 1 ? 'it' : 'them'}, so ${blocks === 1 ? 'its' : 'their'} parameters are not trained, as simulated here. Call model.enable_input_require_grads(), or use non-reentrant checkpointing, to train them.`,
@@ -414,6 +416,8 @@ const zh = {
     }），所以无法证明之后的步也放得下：峰值只是这些步的峰值。`,
   rNoteLoraTargetsUnmatched: (targets: readonly string[]) =>
     `这个模型没有名为 ${targets.map((t) => `“${t}”`).join('、')} 的模块，所以 LoRA 只加在其他目标模块上（只要有一个名字匹配，PEFT 就不会提示）：请对照 model.named_modules() 检查模块名。`,
+  rNoteLoraModulesToSaveUnmatched: (modules: readonly string[]) =>
+    `没有哪个模块的名字以 ${modules.map((t) => `“${t}”`).join('、')} 结尾，所以 modules_to_save 没有复制任何模块，这些模块仍被冻结（PEFT 不会提示）：请对照 model.named_modules() 检查模块名。`,
   rNoteNeedsMoreThanSimulated: (size: string) => `即使不设上限、在 ${size} 显存的 GPU 上（memplan 模拟的上限）也会显存不足：它需要的显存比这还多。`,
   rNoteCheckpointInputsNoGrad: (blocks: number) =>
     `使用重入的梯度检查点时，有 ${blocks} 个检查点块的输入不需要梯度（它来自已冻结的嵌入层或直接来自数据，且没有调用 model.enable_input_require_grads()）：PyTorch 会警告“None of the inputs have requires_grad=True”，不在${blocks === 1 ? '该块' : '这些块'}内计算梯度，块内的参数因此得不到训练，这里的模拟结果也是如此。要训练${blocks === 1 ? '它' : '它们'}，请调用 model.enable_input_require_grads()，或改用非重入的梯度检查点。`,

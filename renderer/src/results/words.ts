@@ -147,6 +147,8 @@ export function noteText(m: M, n: Note, locale: Locale): string {
       return m.rNoteCheckpointInputsNoGrad(n.blocks);
     case 'lora_targets_unmatched':
       return m.rNoteLoraTargetsUnmatched(n.targets);
+    case 'lora_modules_to_save_unmatched':
+      return m.rNoteLoraModulesToSaveUnmatched(n.modules);
     case 'needs_more_than_simulated':
       return m.rNoteNeedsMoreThanSimulated(formatBytes(n.bytes, locale));
   }

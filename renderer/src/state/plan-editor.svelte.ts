@@ -131,6 +131,8 @@ export class PlanEditor {
   loraDropout = $state<number | null>(0.05);
   /** `training.lora.target_modules` as typed: names separated by commas, "all-linear", or a regular expression. */
   loraTargetsText = $state('q_proj, v_proj');
+  /** `training.lora.modules_to_save` as typed: module names separated by commas (empty: none). */
+  loraSavedText = $state('');
   loraQuantization = $state<LoraQuantization>('none');
   freezeText = $state('');
 
@@ -230,6 +232,7 @@ export class PlanEditor {
         alpha: this.loraAlpha,
         dropout: this.loraDropout,
         target_modules: this.#targetModules(),
+        ...(commaList(this.loraSavedText).length || opened('training.lora.modules_to_save') ? { modules_to_save: commaList(this.loraSavedText) } : {}),
         ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
       };
     }
@@ -295,10 +298,11 @@ export class PlanEditor {
   load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
     const model = isObject(plan.model) ? plan.model : {};
     const training = isObject(plan.training) ? plan.training : {};
-    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; quantization?: unknown } | undefined | null;
+    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; modules_to_save?: unknown; quantization?: unknown } | undefined | null;
     const opened = new Set<string>();
     for (const key of ['seq_len', 'image_size', 'grad_scaler_skipped_steps']) if (key in training) opened.add(`training.${key}`);
     if (lora && 'quantization' in lora) opened.add('training.lora.quantization');
+    if (lora && 'modules_to_save' in lora) opened.add('training.lora.modules_to_save');
     if (typeof model.preset === 'string' && 'num_classes' in model) opened.add('model.num_classes');
     this.#opened = opened;
     const num = (v: unknown, fallback: number | null) => (typeof v === 'number' ? v : v === undefined ? fallback : null);
@@ -339,6 +343,7 @@ export class PlanEditor {
     const targets = lora?.target_modules;
     this.loraTargetsText = typeof targets === 'string' ? targets : Array.isArray(targets) ? (targets as string[]).join(', ') : 'q_proj, v_proj';
     this.#openedTargets = typeof targets === 'string' || Array.isArray(targets) ? { text: this.loraTargetsText, value: targets as TargetModules } : null;
+    this.loraSavedText = Array.isArray(lora?.modules_to_save) ? (lora.modules_to_save as string[]).join(', ') : '';
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';

@@ -190,6 +190,13 @@ const EXACT = [
   'phi3_4l_amp_bf16_eager_ckpt_s2048_window',
   'resnet50_amp_bf16_ckpt_adamw',
   'tinyllama_4l_amp_bf16_ckpt_fused',
+  // LoRA with modules_to_save (PEFT's copies beside the frozen originals, run in their place): an untied embedding
+  // and lm_head; a tied Llama's two copies under autocast with checkpointing (the trained embedding's output needs no
+  // enable_input_require_grads leaf); a tied Qwen2's lm_head alone (the embedding stays the frozen original); GPT-2's wte
+  'lora_tinyllama_4l_bf16_mts_embed_head_s512',
+  'lora_llama32_4l_amp_bf16_mts_embed_head_ckpt_s512',
+  'lora_qwen25_4l_bf16_mts_head_ckpt_s512',
+  'lora_gpt2_small_amp_bf16_mts_wte_s512',
 ];
 
 /**
