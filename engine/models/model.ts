@@ -20,9 +20,10 @@ export interface ParameterSpec {
   savedModule?: 'SEQ_CLS' | 'TOKEN_CLS' | 'modules_to_save';
   /**
    * A copy made for `training.lora.modules_to_save`: the name of the original parameter it stands in for, the name
-   * the model's forward reads (ModulesToSaveWrapper.forward calls the copy).
+   * the model's forward reads (ModulesToSaveWrapper.forward calls the copy); then, with ensure_weight_tying, the
+   * tied modules' weights it also runs as.
    */
-  runsAs?: string;
+  runsAs?: string[];
   /**
    * The weight of a module LoRA can adapt, and the module's class: an `nn.Linear` (`linearParameters`), or GPT-2's
    * `Conv1D`, which PEFT wraps the same way. Its module's name is what target_modules name.
@@ -62,6 +63,12 @@ export interface TrainableModel {
    * with tied modules and no entry for them takes no modules_to_save.
    */
   tiedWeights?: Readonly<Record<string, string>>;
+  /**
+   * Modules whose parameters are partly listed under another module or tied the other way round (a masked LM's
+   * decoder, whose bias is the head's `bias`; XLM-RoBERTa's word embedding, listed as the decoder's weight):
+   * modules_to_save does not copy them here.
+   */
+  uncopiedModules?: readonly string[];
   /**
    * Modules with neither parameters nor buffers (activations, dropouts), as `named_modules()` names them:
    * target_modules can match them too, and PEFT refuses them (measured: h100_lora_targets.json).

@@ -3,7 +3,7 @@
  * docs/plan-format.md explains every field. Unknown keys are rejected, so a typo is reported, not ignored.
  */
 import { z } from 'zod';
-import { isAllLinear, targetPattern } from '../models/peft/lora.ts';
+import { isAllLinear, modulesToSaveNameProblem, targetPattern } from '../models/peft/lora.ts';
 import { PRESETS, PRESET_NAMES } from '../models/presets.ts';
 
 const positiveInt = z.number().int('must be a whole number').positive('must be a positive integer');
@@ -97,7 +97,19 @@ export const trainingSchema = z.strictObject({
       ]),
       // PEFT's `modules_to_save`: modules kept whole and trained as a copy beside the frozen original (names a module's
       // name ends with, as PEFT matches them)
-      modules_to_save: z.array(z.string().min(1, 'must not be empty')).default([]),
+      modules_to_save: z
+        .array(
+          z
+            .string()
+            .min(1, 'must not be empty')
+            .superRefine((name, ctx) => {
+              const problem = modulesToSaveNameProblem(name);
+              if (problem) ctx.addIssue({ code: 'custom', message: problem });
+            }),
+        )
+        .default([]),
+      // PEFT's `ensure_weight_tying`: a tied embedding and output layer named in modules_to_save share one copy
+      ensure_weight_tying: z.boolean().default(false),
       quantization: z.enum(['none', '4bit', '8bit']).default('none'),
     })
     .optional(),

@@ -279,7 +279,7 @@ export function simulate(plan: Plan, options: SimulateOptions): SimulateResult {
       // the forward reads a tied module's weight by the module's own name, and a modules_to_save copy by its
       // original's: the copy runs where its module runs (ModulesToSaveWrapper.forward)
       for (const [name, weight] of Object.entries(model.tiedWeights ?? {})) model.tensors.set(name, model.tensors.get(weight)!);
-      for (const p of model.parameters) if (p.runsAs !== undefined) model.tensors.set(p.runsAs, model.tensors.get(p.name)!);
+      for (const p of model.parameters) for (const name of p.runsAs ?? []) model.tensors.set(name, model.tensors.get(p.name)!);
       const order = model.optimizerOrder;
       const byName = new Map(params.map((p) => [p.name, p]));
       // the order names frozen parameters too (named_parameters()): they are not the optimizer's

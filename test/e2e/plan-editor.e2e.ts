@@ -177,8 +177,17 @@ describe('the plan editor', () => {
     await page.locator('#lora-saved').fill('embed_tokens, lm_head');
     await expect.poll(() => page.locator('[data-testid="trainable"]').textContent(), { timeout: 60_000 }).toBe(' · 527,040,512 trainable (29.8970%)');
     expect((await resultNumbers(page)).peakAllocated).toBeGreaterThan(adaptersOnly.peakAllocated + 3 * 2 * 128256 * 2048 * 4);
+    // ensure_weight_tying: one copy, which lm_head runs too (PEFT's tie): 128,256 x 2,048 fewer trainable
+    await page.locator('#lora-tie').check();
+    await expect.poll(() => page.locator('[data-testid="trainable"]').textContent(), { timeout: 60_000 }).toBe(' · 264,372,224 trainable (17.6226%)');
     await saved.evaluate((el) => el.scrollIntoView({ block: 'center' }));
     await screenshot(page, 'lora-modules-to-save-en');
+    await language('zh-CN');
+    await expect.poll(() => page.locator('[data-testid="trainable"]').textContent()).toBe(' · 可训练 264,372,224 个（17.6226%）');
+    await saved.evaluate((el) => el.scrollIntoView({ block: 'center' }));
+    await screenshot(page, 'lora-modules-to-save-zh-CN');
+    await language('en');
+    await page.locator('#lora-tie').uncheck();
     // a whole decoder layer: refused beside the field, the text kept
     await page.locator('#lora-saved').fill('layers.0');
     await expect.poll(() => saved.locator('.issues').textContent(), { timeout: 20_000 }).toContain('"layers.0" takes model.layers.0, a module with submodules');

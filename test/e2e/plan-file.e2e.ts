@@ -48,9 +48,9 @@ const PATTERN_PLAN = {
 const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR', modules_to_save: [] } } };
 /**
  * A list with a name that has a pattern's character (one that matches nothing: noted): a list again when exported;
- * the embedding and the output layer trained whole (modules_to_save).
+ * the embedding and the output layer trained whole (modules_to_save), as one tied copy (ensure_weight_tying).
  */
-const LIST_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on q_proj and a name with a star', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: ['q_proj', 'model.layers.0.*'], modules_to_save: ['embed_tokens', 'lm_head'] } } };
+const LIST_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on q_proj and a name with a star', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: ['q_proj', 'model.layers.0.*'], modules_to_save: ['embed_tokens', 'lm_head'], ensure_weight_tying: true } } };
 
 const VISION_PRESET_PLAN = {
   format: 'memplan.plan',

@@ -47,6 +47,8 @@ describe('the LoRA and frozen-parameter rows, worded', () => {
     const saved = valueOf(plan({ lora: { ...lora, modules_to_save: ['embed_tokens', 'lm_head'] } }), 'training.lora');
     expect(settingValueText(en, 'training.lora', saved, 'en')).toBe('r 16, alpha 32, dropout 0.05, q_proj, v_proj, modules_to_save embed_tokens, lm_head');
     expect(settingValueText(zh, 'training.lora', saved, 'zh-CN')).toBe('r 16，alpha 32，dropout 0.05，q_proj, v_proj，modules_to_save embed_tokens, lm_head');
+    const tied = valueOf(plan({ lora: { ...lora, modules_to_save: ['lm_head'], ensure_weight_tying: true } }), 'training.lora');
+    expect(settingValueText(en, 'training.lora', tied, 'en')).toBe('r 16, alpha 32, dropout 0.05, q_proj, v_proj, modules_to_save lm_head, ensure_weight_tying');
   });
 
   it('no LoRA reads as the table’s off, no frozen parameters as none', () => {

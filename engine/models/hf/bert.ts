@@ -136,7 +136,13 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     optimizerOrder = [...trainable.slice(0, head), 'cls.predictions.bias', ...trainable.slice(head).filter((n) => n !== 'cls.predictions.bias')];
   }
   const classifierPath = tuning.lora ? 'classifier.modules_to_save.default' : 'classifier';
-  const decoderWeight = cfg.tieWordEmbeddings ? wordEmbeddings : roberta ? 'lm_head.decoder.weight' : 'cls.predictions.decoder.weight';
+  const maskedLm = !classifier && !tokenClassifier;
+  const decoder = roberta ? 'lm_head.decoder' : 'cls.predictions.decoder';
+  // a tied module's weight read by the module's own name (TrainableModel.tiedWeights): a modules_to_save copy of the
+  // word embedding runs in the embedding only, the decoder keeping the frozen original
+  const wordEmbeddingsWeight = `${base}.embeddings.word_embeddings.weight`;
+  const tiedWeights: Record<string, string> = !maskedLm || !cfg.tieWordEmbeddings ? {} : headFirstTied ? { [wordEmbeddingsWeight]: wordEmbeddings } : { [`${decoder}.weight`]: wordEmbeddings };
+  const decoderWeight = `${decoder}.weight`;
   const weights = new Map<string, Tensor>();
   const w = (name: string) => weights.get(name)!;
   /** Each layer's parameters' names (read once the list is final: a head may have moved to the front). */
@@ -246,7 +252,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     // BertEmbeddings: token types gathered from the buffer ([1, T] int64), expanded to [B, T]
     const tokenTypes = cuda.empty([1, t], 'int64', 'token_type_ids (gathered)', 'input');
     const tokenTypesExpanded = cuda.view(tokenTypes, [b, t]);
-    const inputsEmbeds = embedding(rt, w(wordEmbeddings), ids, `${base}.embeddings.word_embeddings`);
+    const inputsEmbeds = embedding(rt, w(wordEmbeddingsWeight), ids, `${base}.embeddings.word_embeddings`);
     inputsRequireGrad?.hook(rt, inputsEmbeds);
     // at::embedding reshapes the expanded indices to [B*T]: a copy, dead once index_select ran
     const flatTypes = b > 1 ? cuda.empty([b * t], 'int64', 'token_type_ids.reshape(-1)', 'temporary') : null;
@@ -288,7 +294,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     const positions = cuda.empty([b, t], 'int64', 'position ids: + padding_idx', 'temporary');
     for (const y of [long, mask, incremental]) cuda.release(y);
     const tokenTypes = cuda.empty([b, t], 'int64', 'token_type_ids (gathered)', 'input');
-    const inputsEmbeds = embedding(rt, w(wordEmbeddings), ids, `${base}.embeddings.word_embeddings`);
+    const inputsEmbeds = embedding(rt, w(wordEmbeddingsWeight), ids, `${base}.embeddings.word_embeddings`);
     inputsRequireGrad?.hook(rt, inputsEmbeds);
     const typeEmbeds = embedding(rt, w(`${base}.embeddings.token_type_embeddings.weight`), tokenTypes, `${base}.embeddings.token_type_embeddings`);
     const sum1 = addTensors(rt, inputsEmbeds, typeEmbeds, 'inputs_embeds + token_type_embeddings');
@@ -323,7 +329,11 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
   return {
     parameters: params,
     optimizerOrder,
-    tiedModules: headFirstTied ? [`${base}.embeddings.word_embeddings`] : !classifier && !tokenClassifier && cfg.tieWordEmbeddings ? [roberta ? 'lm_head.decoder' : 'cls.predictions.decoder'] : [],
+    tiedModules: headFirstTied ? [`${base}.embeddings.word_embeddings`] : maskedLm && cfg.tieWordEmbeddings ? [decoder] : [],
+    tiedWeights,
+    // a masked LM's decoder: its bias is the head's `bias` (listed there), and its weight the word embedding when
+    // tied; XLM-RoBERTa's word embedding is listed as the decoder's weight. modules_to_save does not copy them here
+    uncopiedModules: maskedLm ? [decoder, ...(headFirstTied ? [`${base}.embeddings.word_embeddings`] : [])] : [],
     // the embeddings' dropout; each layer's dropouts and activation; the heads' (BERT's masked LM transform and
     // pooler activations, a classifier's dropout; RobertaLMHead calls gelu as a function)
     parameterlessModules: [

@@ -33,6 +33,8 @@ export interface LoraSpec {
   target_modules: TargetModules;
   /** PEFT's `modules_to_save`: modules trained whole, as a copy (`withModulesToSave`); none when left out. */
   modules_to_save?: readonly string[];
+  /** PEFT's `ensure_weight_tying`: a tied embedding and output layer share one copy (`withModulesToSave`). */
+  ensure_weight_tying?: boolean;
 }
 
 /**
@@ -93,7 +95,7 @@ function patternOf(source: string): RegExp {
 }
 
 /** What target_modules are matched against: the model's parameters and the modules named beside them. */
-export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'tiedWeights' | 'parameterlessModules' | 'optimizerOrder'>;
+export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'tiedWeights' | 'uncopiedModules' | 'parameterlessModules' | 'optimizerOrder'>;
 
 /** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
 export interface FineTuning {
@@ -176,13 +178,28 @@ export function excludedFromLora(path: string, saved: readonly string[]): boolea
   return saved.some((name) => exclusionPattern(name).test(path));
 }
 
-/** The regular expression check_target_module_exists makes of a modules_to_save name, as `re.match` applies it. */
+/**
+ * The regular expression check_target_module_exists makes of a modules_to_save name, as `re.match` applies it. Read
+ * without the `u` flag, as Python reads a `{` or `]` that starts nothing: as itself. Throws a SyntaxError for a name
+ * neither can read, or whose repeated group repeats inside (the schema refuses those: `modulesToSaveNameProblem`).
+ */
 export function exclusionPattern(name: string): RegExp {
   let re = exclusionPatterns.get(name);
-  if (!re) exclusionPatterns.set(name, (re = new RegExp(`^(?:(?:|.*\\.)${name}(?:$|\\..*))`, 'u')));
+  if (!re) exclusionPatterns.set(name, (re = new RegExp(`^(?:(?:|.*\\.)${name}(?:$|\\..*))`)));
   return re;
 }
 const exclusionPatterns = new Map<string, RegExp>();
+
+/** Why PEFT could not read a modules_to_save name as part of its pattern, or null (the schema's check). */
+export function modulesToSaveNameProblem(name: string): string | null {
+  try {
+    new RegExp(`^(?:(?:|.*\\.)${name}(?:$|\\..*))`);
+  } catch (error) {
+    return `PEFT reads each name as part of a regular expression (re.match(rf"(^|.*\\.){name}($|\\..*)", module)), and this one is not one: ${JSON.stringify((error as Error).message)}`;
+  }
+  if (nestsRepetition(name)) return 'repeats a group that repeats inside, as (.*)* does: PEFT reads each name as part of a regular expression, and this one can take exponential time to match';
+  return null;
+}
 
 /**
  * Whether `_set_trainable` (peft/utils/other.py) wraps the module at `path` for modules_to_save: `any(key.endswith(
@@ -332,7 +349,7 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
     const kind = model.parameters.find((p) => p.loraModule)?.loraModule;
     const names = adaptableNames(model.parameters);
     const targets = tuning.lora.target_modules;
-    const head = tokenClassifierTarget(model.parameters, targets);
+    const head = tokenClassifierTarget(model.parameters, targets, tuning.lora.modules_to_save ?? []);
     if (head) {
       const allLinear = isAllLinear(targets);
       throw new InputError(
@@ -364,7 +381,7 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
       throw new InputError('training.lora.target_modules', `no ${kind} of this model ${what}; its ${kind} modules are named ${names.join(', ')}`);
     }
     const saved = tuning.lora.modules_to_save ?? [];
-    if (saved.length > 0) Object.assign(model, withModulesToSave(model, saved));
+    if (saved.length > 0) Object.assign(model, withModulesToSave(model, saved, tuning.lora.ensure_weight_tying ?? false));
   }
   const { error, where } = markFrozen(model.parameters, tuning);
   if (error) throw new InputError(where, error);
@@ -412,7 +429,7 @@ function unadaptedTarget(model: ModuleTree, targets: TargetModules, keptWhole: r
   const params = model.parameters;
   // "all-linear" takes only modules LoRA wraps, and leaves out the output layer
   if (isAllLinear(targets)) return null;
-  const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
+  const adapted = adaptedModules(params);
   // the heads PEFT wraps whole (ModulesToSaveWrapper): no adapter goes into them, the original or the copy
   const saved = [...new Set(params.filter((p) => p.savedModule).map(savedHead))];
   const inSaved = (module: string) => saved.some((head) => module === head || module.startsWith(`${head}.`));
@@ -432,10 +449,12 @@ function unadaptedTarget(model: ModuleTree, targets: TargetModules, keptWhole: r
  * a TypeError. "all-linear" takes it, since a classifier is no output embedding (measured with PEFT 0.21 on every
  * token classifier memplan simulates: test/fixtures/device/h100_lora_targets.json).
  */
-function tokenClassifierTarget(params: readonly ParameterSpec[], targets: TargetModules): { target: string; module: string } | null {
+function tokenClassifierTarget(params: readonly ParameterSpec[], targets: TargetModules, keptWhole: readonly string[]): { target: string; module: string } | null {
   const saved = params.find((p) => p.savedModule === 'TOKEN_CLS');
   if (!saved) return null;
   const module = savedHead(saved);
+  // modules_to_save naming the head keeps it whole from the start: no adapter goes in, and nothing raises
+  if (excludedFromLora(module, keptWhole)) return null;
   const target = typeof targets === 'string' && isAllLinear(targets) ? targets : targetTaking(module, targets);
   return target === undefined ? null : { target, module };
 }
@@ -460,38 +479,63 @@ function savedHead(p: ParameterSpec): string {
  * `ensure_weight_tying=False`, embed_tokens' and lm_head's copies are two weights, and the module not named runs the
  * frozen original (measured: test/fixtures/device/h100_modules_to_save.json). Returns the parameters with the
  * copies, and the optimizer's order with them where the model gives one. Refused at the field: a module LoRA adapts
- * (PEFT raises), a module with submodules (the copy of a block: memplan copies modules whose parameters are their
- * own), and a tied module the model does not describe (`tiedWeights`).
+ * or a part of its LoRA layer (PEFT raises, or wraps LoRA's own layers), a module inside a head a task keeps whole
+ * (PEFT would copy it again, unused), a module with submodules (the copy of a block: memplan copies modules whose
+ * parameters are their own), and a tied module memplan does not copy (`uncopiedModules`, or not in `tiedWeights`).
  */
-export function withModulesToSave(model: ModuleTree, names: readonly string[]): Pick<TrainableModel, 'parameters' | 'optimizerOrder'> {
+export function withModulesToSave(model: ModuleTree, names: readonly string[], ensureWeightTying = false): Pick<TrainableModel, 'parameters' | 'optimizerOrder'> {
   const params = model.parameters;
   const tiedWeights = model.tiedWeights ?? {};
   const tied = model.tiedModules ?? [];
-  const adapted = new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
-  // the heads a task keeps whole already: PEFT updates their wrapper, and makes no other copy
-  const heads = new Set(params.filter((p) => p.savedModule).map(savedHead));
+  const uncopied = model.uncopiedModules ?? [];
   const field = 'training.lora.modules_to_save';
+  const tying = ensureWeightTying ? tiedToEmbedding(model, names) : null;
+  if (tying && tying.tied.some((m) => uncopied.includes(m))) {
+    throw new InputError('training.lora.ensure_weight_tying', `with modules_to_save naming ${names.map((n) => JSON.stringify(n)).join(', ')}, PEFT 0.21 ties ${tying.tied.join(', ')} to a copy of ${tying.embedding}, which memplan does not simulate on a masked LM; leave ensure_weight_tying out`);
+  }
+  // the names _set_trainable gets: with the tie, the input embedding's module joins them and the names that take a
+  // tied module leave (`_add_modules_to_save_to_tie`: the first name that re.match-es each tied module)
+  const taken = [...names];
+  if (tying) {
+    if (!taken.includes(tying.embedding)) taken.push(tying.embedding);
+    for (const module of tying.tied) {
+      const i = taken.findIndex((name) => exclusionPattern(name).test(module));
+      if (i >= 0) taken.splice(i, 1);
+    }
+  }
+  const adapted = adaptedModules(params);
+  // the heads a task keeps whole already: PEFT updates their wrapper, and makes no other copy
+  const heads = [...new Set(params.filter((p) => p.savedModule).map(savedHead))];
   const copies: { after: string | null; specs: ParameterSpec[] }[] = [];
-  for (const module of moduleNames(model)) {
-    const name = names.find((n) => module.endsWith(n));
-    if (name === undefined || heads.has(module)) continue;
+  for (const module of [...moduleNames(model), ...loraLayerModules(adapted)]) {
+    const name = taken.find((n) => module.endsWith(n));
+    if (name === undefined || heads.includes(module)) continue;
     const takes = `${JSON.stringify(name)} takes ${module}${module === name || module.endsWith(`.${name}`) ? '' : ' (its name ends with it)'}`;
     if (adapted.has(module)) {
       throw new InputError(field, `${takes}, which target_modules adapt: PEFT 0.21 raises "TypeError: modules_to_save cannot be applied to modules of type <class 'peft.tuners.lora.layer.Linear'>"; name the module whole (its name, or its last dot-separated parts)`);
     }
+    const layer = [...adapted].find((a) => module.startsWith(`${a}.`));
+    if (layer !== undefined) {
+      throw new InputError(field, `${takes}, a part of the LoRA layer PEFT made of ${layer} (its base_layer, lora_A, lora_B or lora_dropout), which modules_to_save cannot keep whole; name another module`);
+    }
+    const head = heads.find((h) => module.startsWith(`${h}.`));
+    if (head !== undefined) {
+      throw new InputError(field, `${takes}, inside ${head}, which PEFT's ${params.find((p) => p.savedModule && savedHead(p) === head)!.savedModule} task keeps whole already; leave it out`);
+    }
     const inside = params.filter((p) => !p.adapter && p.name.startsWith(`${module}.`));
-    if (inside.some((p) => p.name.indexOf('.', module.length + 1) >= 0) || [...heads].some((h) => h.startsWith(`${module}.`) || module.startsWith(`${h}.`))) {
+    if (inside.some((p) => p.name.indexOf('.', module.length + 1) >= 0) || heads.some((h) => h.startsWith(`${module}.`))) {
       throw new InputError(field, `${takes}, a module with submodules: memplan simulates modules_to_save on modules whose parameters are their own (an embedding, a norm, a linear layer, lm_head); name those`);
     }
     const tiedWeight = tiedWeights[`${module}.weight`];
-    if ((tied.includes(module) && tiedWeight === undefined) || (tied.length > 0 && Object.keys(tiedWeights).length === 0)) {
-      throw new InputError(field, `${takes}, but this model's ${tied.join(', ')} shares its weight with another module, which memplan does not copy for modules_to_save (a masked LM's decoder and word embedding); leave modules_to_save out`);
+    if (uncopied.includes(module) || (tied.includes(module) && tiedWeight === undefined)) {
+      throw new InputError(field, `${takes}, whose weight or bias is another module's (tied, as a masked LM's decoder and word embedding are), which memplan does not copy for modules_to_save; leave it out`);
     }
     const own = tiedWeight === undefined ? inside : [params.find((p) => p.name === tiedWeight)!];
     // an activation or a dropout: its copy holds nothing
     if (own.length === 0) continue;
     copies.push({
-      // a tied module's copy: where Module._apply visits the module, last (lm_head, each model's last child)
+      // a tied module's copy: where Module._apply visits the module, last (lm_head, each decoder's last child; other
+      // tied modules are uncopied)
       after: tiedWeight === undefined ? own.at(-1)!.name : null,
       specs: own.map((p) => ({
         name: `${module}.modules_to_save.default.${tiedWeight === undefined ? p.name.slice(module.length + 1) : 'weight'}`,
@@ -499,27 +543,67 @@ export function withModulesToSave(model: ModuleTree, names: readonly string[]): 
         dtype: p.dtype,
         ...(p.buffer ? { buffer: true } : {}),
         savedModule: 'modules_to_save' as const,
-        runsAs: tiedWeight === undefined ? p.name : `${module}.weight`,
+        runsAs: [tiedWeight === undefined ? p.name : `${module}.weight`],
       })),
     });
   }
+  if (tying) {
+    // each tied module no name took runs a Linear whose weight is the embedding's copy (ModulesToSaveWrapper.update
+    // with tied_module: `new_linear.weight = tied_module.weight`, its own weight made on the CPU and dropped)
+    const copy = copies.flatMap((c) => c.specs).find((p) => p.runsAs![0] === tiedWeights[`${tying.tied[0]}.weight`])!;
+    const wrapped = new Set(copies.flatMap((c) => c.specs.map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.')))));
+    copy.runsAs = [...copy.runsAs!, ...tying.tied.filter((m) => !wrapped.has(m)).map((m) => `${m}.weight`)];
+  }
   const parameters = [...params];
-  let optimizerOrder = model.optimizerOrder ? [...model.optimizerOrder] : undefined;
+  const optimizerOrder = model.optimizerOrder ? [...model.optimizerOrder] : undefined;
   for (const { after, specs } of copies) {
     const at = after === null ? parameters.length : parameters.findIndex((p) => p.name === after) + 1;
     parameters.splice(at, 0, ...specs);
     if (optimizerOrder) {
-      const trained = specs.filter((p) => !p.buffer).map((p) => p.name);
-      const last = after === null ? -1 : optimizerOrder.lastIndexOf(specs.filter((p) => !p.buffer).at(-1)?.runsAs ?? '');
-      optimizerOrder.splice(last < 0 ? optimizerOrder.length : last + 1, 0, ...trained);
+      // named_parameters: the wrapper's original_module, then its copy
+      const trained = specs.filter((p) => !p.buffer);
+      const last = after === null ? -1 : optimizerOrder.lastIndexOf(trained.at(-1)?.runsAs?.[0] ?? '');
+      optimizerOrder.splice(last < 0 ? optimizerOrder.length : last + 1, 0, ...trained.map((p) => p.name));
     }
   }
   return optimizerOrder ? { parameters, optimizerOrder } : { parameters };
 }
 
+/** PEFT 0.21's EMBEDDING_LAYER_NAMES: the last parts of a name that make ensure_weight_tying tie. */
+const EMBEDDING_LAYER_NAMES = ['embed_tokens', 'lm_head'];
+
+/**
+ * With ensure_weight_tying, what PEFT 0.21's `_check_tied_modules` ties: when a modules_to_save name's last part is
+ * embed_tokens or lm_head and modules are tied to the input embedding (`_get_module_names_tied_with_embedding`), the
+ * input embedding's module and those tied to it; else null (PEFT warns and ties nothing: GPT-2's "wte" alone, an
+ * untied model).
+ */
+function tiedToEmbedding(model: ModuleTree, names: readonly string[]): { embedding: string; tied: string[] } | null {
+  if (!names.some((n) => EMBEDDING_LAYER_NAMES.includes(n.split('.').at(-1)!))) return null;
+  const ties = Object.entries(model.tiedWeights ?? {});
+  if (ties.length === 0) return null;
+  const moduleOf = (weight: string) => weight.slice(0, weight.lastIndexOf('.'));
+  return { embedding: moduleOf(ties[0]![1]), tied: ties.map(([weight]) => moduleOf(weight)) };
+}
+
+/** The modules LoRA adapts (each a lora.Linear now), by name. */
+function adaptedModules(params: readonly ParameterSpec[]): Set<string> {
+  return new Set(params.filter((p) => p.adapter).map((p) => p.name.slice(0, p.name.indexOf('.lora_'))));
+}
+
+/**
+ * The modules of each LoRA layer, which `_set_trainable` sees too: it lists `named_modules()` after the adapters
+ * are in (LoraLayer.__init__: base_layer, then the ModuleDicts lora_dropout, lora_A, lora_B, each with its
+ * `default`, the ParameterDicts lora_embedding_A and lora_embedding_B, and the ModuleDict lora_magnitude_vector).
+ */
+function loraLayerModules(adapted: ReadonlySet<string>): string[] {
+  const parts = ['base_layer', 'lora_dropout', 'lora_dropout.default', 'lora_A', 'lora_A.default', 'lora_B', 'lora_B.default', 'lora_embedding_A', 'lora_embedding_B', 'lora_magnitude_vector'];
+  return [...adapted].flatMap((m) => parts.map((part) => `${m}.${part}`));
+}
+
 /** The modules_to_save names no module's name ends with (PEFT then copies nothing, with no word): noted. */
 export function unmatchedModulesToSave(model: ModuleTree, names: readonly string[]): string[] {
-  const modules = [...moduleNames(model)];
+  const modules = [...moduleNames(model), ...loraLayerModules(adaptedModules(model.parameters))];
   return names.filter((n) => !modules.some((m) => m.endsWith(n)));
 }
 

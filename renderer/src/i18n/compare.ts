@@ -53,6 +53,7 @@ const en = {
   cmpLora: (r: string, alpha: string, dropout: string, targets: string) => `r ${r}, alpha ${alpha}, dropout ${dropout}, ${targets}`,
   cmpLoraQuantized: (lora: string, bits: 4 | 8) => `${lora}, ${bits}-bit`,
   cmpLoraSaved: (lora: string, modules: string) => `${lora}, modules_to_save ${modules}`,
+  cmpLoraTied: (lora: string) => `${lora}, ensure_weight_tying`,
 
   // Numbers
   cmpNumbersTitle: 'Numbers',
@@ -138,6 +139,7 @@ export const compareMessages = defineMessages(en, {
   cmpLora: (r, alpha, dropout, targets) => `r ${r}，alpha ${alpha}，dropout ${dropout}，${targets}`,
   cmpLoraQuantized: (lora, bits) => `${lora}，${bits} 比特量化`,
   cmpLoraSaved: (lora, modules) => `${lora}，modules_to_save ${modules}`,
+  cmpLoraTied: (lora) => `${lora}，ensure_weight_tying`,
 
   cmpNumbersTitle: '数值',
   cmpNumbersNote: '差值均相对于第一个方案。',

@@ -133,6 +133,8 @@ export class PlanEditor {
   loraTargetsText = $state('q_proj, v_proj');
   /** `training.lora.modules_to_save` as typed: module names separated by commas (empty: none). */
   loraSavedText = $state('');
+  /** `training.lora.ensure_weight_tying`: a tied embedding and lm_head named in modules_to_save share one copy. */
+  loraTieWeights = $state(false);
   loraQuantization = $state<LoraQuantization>('none');
   freezeText = $state('');
 
@@ -150,6 +152,13 @@ export class PlanEditor {
    * one (`["q_proj", "layers.0.*"]`) a pattern.
    */
   #openedTargets = $state.raw<{ text: string; value: TargetModules } | null>(null);
+  /**
+   * The opened plan's modules_to_save and the text the field showed for it: written back as the file had it while the
+   * field is not edited (a value that is no list is then reported at its field, not dropped).
+   */
+  #openedSaved = $state.raw<{ text: string; value: unknown } | null>(null);
+  /** The opened plan's ensure_weight_tying and the box it checked: written back as it was while the box is not changed. */
+  #openedTie = $state.raw<{ checked: boolean; value: unknown } | null>(null);
   /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
   #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
   /** What the opened plan had that no field holds, written back as it was until the user removes it (kept-keys.ts). */
@@ -232,7 +241,8 @@ export class PlanEditor {
         alpha: this.loraAlpha,
         dropout: this.loraDropout,
         target_modules: this.#targetModules(),
-        ...(commaList(this.loraSavedText).length || opened('training.lora.modules_to_save') ? { modules_to_save: commaList(this.loraSavedText) } : {}),
+        ...(commaList(this.loraSavedText).length || opened('training.lora.modules_to_save') ? { modules_to_save: this.#modulesToSave() } : {}),
+        ...(this.loraTieWeights || this.#openedTie !== null ? { ensure_weight_tying: this.#openedTie?.checked === this.loraTieWeights ? this.#openedTie.value : this.loraTieWeights } : {}),
         ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
       };
     }
@@ -298,7 +308,7 @@ export class PlanEditor {
   load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
     const model = isObject(plan.model) ? plan.model : {};
     const training = isObject(plan.training) ? plan.training : {};
-    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; modules_to_save?: unknown; quantization?: unknown } | undefined | null;
+    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; modules_to_save?: unknown; ensure_weight_tying?: unknown; quantization?: unknown } | undefined | null;
     const opened = new Set<string>();
     for (const key of ['seq_len', 'image_size', 'grad_scaler_skipped_steps']) if (key in training) opened.add(`training.${key}`);
     if (lora && 'quantization' in lora) opened.add('training.lora.quantization');
@@ -343,7 +353,11 @@ export class PlanEditor {
     const targets = lora?.target_modules;
     this.loraTargetsText = typeof targets === 'string' ? targets : Array.isArray(targets) ? (targets as string[]).join(', ') : 'q_proj, v_proj';
     this.#openedTargets = typeof targets === 'string' || Array.isArray(targets) ? { text: this.loraTargetsText, value: targets as TargetModules } : null;
-    this.loraSavedText = Array.isArray(lora?.modules_to_save) ? (lora.modules_to_save as string[]).join(', ') : '';
+    const saved = lora?.modules_to_save;
+    this.loraSavedText = Array.isArray(saved) ? saved.join(', ') : typeof saved === 'string' ? saved : '';
+    this.#openedSaved = lora && 'modules_to_save' in lora ? { text: this.loraSavedText, value: saved } : null;
+    this.loraTieWeights = lora?.ensure_weight_tying === true;
+    this.#openedTie = lora && 'ensure_weight_tying' in lora ? { checked: this.loraTieWeights, value: lora.ensure_weight_tying } : null;
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';
@@ -376,6 +390,13 @@ export class PlanEditor {
     const text = this.loraTargetsText.trim();
     if (isAllLinear(text) || /[\\()[\]|*+?^${}]/.test(text)) return text;
     return commaList(text);
+  }
+
+  /** modules_to_save from its field: names separated by commas; the opened plan's value, unedited, as it was. */
+  #modulesToSave(): unknown {
+    const opened = this.#openedSaved;
+    if (opened !== null && this.loraSavedText === opened.text) return opened.value;
+    return commaList(this.loraSavedText);
   }
 
   /** A fresh plan (GPT-2, AMP bf16 on an H100), not saved. */

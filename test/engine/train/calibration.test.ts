@@ -197,6 +197,8 @@ const EXACT = [
   'lora_llama32_4l_amp_bf16_mts_embed_head_ckpt_s512',
   'lora_qwen25_4l_bf16_mts_head_ckpt_s512',
   'lora_gpt2_small_amp_bf16_mts_wte_s512',
+  // ensure_weight_tying: one copy of the tied embedding, run by the embedding and by lm_head
+  'lora_llama32_4l_amp_bf16_mts_tied_ckpt_s512',
 ];
 
 /**
