@@ -350,6 +350,30 @@ export class Autograd {
     return this.sequenceNr++;
   }
 
+  /** The sequence number the next node gets (taking none). */
+  peekSequenceNr(): number {
+    return this.sequenceNr;
+  }
+
+  /** While a checkpointed region is recomputed: how many saved tensors it has packed so far (else null). */
+  recomputedCount(): number | null {
+    return this.recomputing ? this.recomputing.packed : null;
+  }
+
+  /**
+   * The saved tensors a recomputation packed from `from` to `to` whose nodes died in the original forward (their
+   * holders are gone): the recomputed graph held them, and they die with it (PyTorch stores nothing for a dead
+   * holder; the recomputed node keeps what its pack hook returned).
+   */
+  dropRecomputed(from: number, to: number): void {
+    const frame = this.recomputing;
+    if (!frame) return;
+    for (let i = from; i < to; i++) {
+      this.device.release(frame.stored[i]);
+      frame.stored[i] = null;
+    }
+  }
+
   /** The edge an input's gradient flows along. */
   edge(t: Tensor | null): Edge | null {
     if (!t) return null;

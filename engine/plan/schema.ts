@@ -110,6 +110,8 @@ export const trainingSchema = z.strictObject({
         .default([]),
       // PEFT's `ensure_weight_tying`: a tied embedding and output layer named in modules_to_save share one copy
       ensure_weight_tying: z.boolean().default(false),
+      // PEFT's `use_dora`: DoRA (a magnitude vector per adapted layer, and the weight's norm in every forward)
+      use_dora: z.boolean().default(false),
       quantization: z.enum(['none', '4bit', '8bit']).default('none'),
     })
     .optional(),

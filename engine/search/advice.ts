@@ -135,7 +135,7 @@ function loraVariant(plan: Plan, fits: () => boolean): { variant: Variant } | { 
     return { skip: { id: 'lora', reason_id: 'no_default_targets', message } };
   }
   if (fits()) return { skip: { id: 'lora', reason_id: 'plan_fits' } };
-  const lora = { ...PEFT_LORA_DEFAULTS, target_modules: targets, modules_to_save: [], ensure_weight_tying: false, quantization: 'none' as const };
+  const lora = { ...PEFT_LORA_DEFAULTS, target_modules: targets, modules_to_save: [], ensure_weight_tying: false, use_dora: false, quantization: 'none' as const };
   return { variant: { id: 'lora', params: { r: lora.r, alpha: lora.alpha, target_modules: targets, task_type: peftTaskType(plan) }, plan: withTraining(plan, { lora }) } };
 }
 

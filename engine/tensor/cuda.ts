@@ -106,7 +106,10 @@ export class CudaDevice {
    * result, after the reduction kernel's global-memory workspace came and went (tensor/reduce-config.ts).
    */
   sumTo(t: Tensor, outputShape: readonly number[], label: string): Tensor {
-    const out = this.empty(outputShape, t.dtype, label);
+    // `at::sum_to`: the sum keeps t's dimensions, and a view drops the leading ones (its base lives on with it,
+    // so InputBuffer::accumulate does not add into it in place: measured with DoRA's magnitude, two gradients)
+    const leading = t.shape.length - outputShape.length;
+    const out = this.empty(leading > 0 ? [...new Array<number>(leading).fill(1), ...outputShape] : outputShape, t.dtype, label);
     const numOutputs = out.numel;
     this.reduction({
       numOutputs,
@@ -116,7 +119,10 @@ export class CudaDevice {
       elementBytes: DTYPE_BYTES[t.dtype],
       accumulateBytes: DTYPE_BYTES[accType(t.dtype)],
     }, label);
-    return out;
+    if (leading <= 0) return out;
+    const view = this.view(out, outputShape);
+    this.release(out);
+    return view;
   }
 
   /**

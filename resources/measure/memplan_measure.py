@@ -83,7 +83,7 @@ TRAINING_DEFAULTS = {
     "freeze": [],
 }
 LORA_KEYS = ("r", "alpha", "target_modules")
-LORA_OPTIONAL = ("dropout", "quantization", "modules_to_save", "ensure_weight_tying")
+LORA_OPTIONAL = ("dropout", "quantization", "modules_to_save", "ensure_weight_tying", "use_dora")
 # Layer types of a layer list: required parameters, then optional ones with their defaults.
 LAYER_PARAMS: dict[str, tuple[tuple[str, ...], dict]] = {
     "linear": (("in_features", "out_features"), {"bias": True}),
@@ -215,6 +215,8 @@ def _check_fine_tuning(training: dict) -> None:
     if not isinstance(targets, str) and (not isinstance(targets, list) or not targets
                                          or not all(isinstance(t, str) and t for t in targets)):
         raise PlanError("training.lora.target_modules", 'expected a list of module names, "all-linear" or a regular expression')
+    if not isinstance(lora.get("use_dora", False), bool):
+        raise PlanError("training.lora.use_dora", "expected true or false")
     if not isinstance(lora.get("ensure_weight_tying", False), bool):
         raise PlanError("training.lora.ensure_weight_tying", "expected true or false")
     saved = lora.get("modules_to_save", [])
@@ -640,6 +642,7 @@ def _hf_workload(config_dict: dict, training: dict) -> Workload:
                                       # names a task's head joins (SEQ_CLS, TOKEN_CLS); None when the plan names none
                                       modules_to_save=list(lora.get("modules_to_save", [])) or None,
                                       ensure_weight_tying=bool(lora.get("ensure_weight_tying", False)),
+                                      use_dora=bool(lora.get("use_dora", False)),
                                       task_type="SEQ_CLS" if classifier else "TOKEN_CLS" if token_classifier
                                       else None if masked_lm else "CAUSAL_LM")
         model = peft.get_peft_model(model, lora_config)

@@ -194,6 +194,12 @@ describe('the plan editor', () => {
     expect(await page.locator('#lora-saved').inputValue()).toBe('layers.0');
     await page.locator('#lora-saved').fill('');
     await waitForResult(page);
+    // DoRA: a magnitude vector per adapted layer (16 layers of q_proj's 2,048 and v_proj's 512), and far more memory
+    await page.locator('#lora-dora').check();
+    await expect.poll(() => page.locator('[data-testid="trainable"]').textContent(), { timeout: 60_000 }).toBe(' · 1,744,896 trainable (0.1410%)');
+    expect((await resultNumbers(page)).peakAllocated).toBeGreaterThan(adaptersOnly.peakAllocated);
+    await page.locator('#lora-dora').uncheck();
+    await waitForResult(page);
     await page.locator('#lora').uncheck();
     await waitForResult(page);
     await page.locator('#tab-model').click(); // where the next test starts

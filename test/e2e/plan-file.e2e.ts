@@ -44,8 +44,8 @@ const PATTERN_PLAN = {
   training: { batch_size: 4, seq_len: 256, precision: 'bf16', lora: { r: 8, alpha: 16, dropout: 0, target_modules: 'lm_head' } },
   gpu: { name: 'h100-sxm' },
 };
-/** An empty modules_to_save, as written: kept when exported. */
-const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR', modules_to_save: [] } } };
+/** An empty modules_to_save, as written: kept when exported; DoRA. */
+const ALL_LINEAR_PLAN = { ...PATTERN_PLAN, name: 'Small Llama, LoRA on every linear layer', training: { ...PATTERN_PLAN.training, lora: { ...PATTERN_PLAN.training.lora, target_modules: 'ALL-LINEAR', modules_to_save: [], use_dora: true } } };
 /**
  * A list with a name that has a pattern's character (one that matches nothing: noted): a list again when exported;
  * the embedding and the output layer trained whole (modules_to_save), as one tied copy (ensure_weight_tying).
@@ -110,7 +110,7 @@ const UNKNOWN_KEYS_PLAN = {
   name: 'Small Llama with keys memplan does not read',
   comment: 'tried on the A100 first',
   model: { hf_config: SMALL_LLAMA },
-  training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', warmup_steps: 100, lora: { r: 8, alpha: 16, target_modules: ['q_proj'], use_dora: true } },
+  training: { batch_size: 4, seq_len: 256, precision: 'amp_bf16', warmup_steps: 100, lora: { r: 8, alpha: 16, target_modules: ['q_proj'], use_rslora: true } },
   gpu: { name: 'a100-80gb', memory_limit_bytes: 20_000_000_000 },
 };
 
@@ -140,7 +140,7 @@ describe('a plan file opened and exported again', () => {
     // The engine names each of them, with a button that takes it out.
     const list = page.locator('[data-testid="plan-problems"]');
     // With a GPU's name and a cap, the engine reads the name (as the editor shows it) and names the cap.
-    for (const path of ['comment', 'training.warmup_steps', 'training.lora.use_dora', 'gpu.memory_limit_bytes']) {
+    for (const path of ['comment', 'training.warmup_steps', 'training.lora.use_rslora', 'gpu.memory_limit_bytes']) {
       await expect.poll(() => list.locator(`li:has([data-remove-key="${path}"])`).textContent().catch(() => ''), { timeout: 30_000 }).toContain(path);
     }
     expect(await list.textContent()).toContain('unknown key "warmup_steps"');
@@ -162,7 +162,7 @@ describe('a plan file opened and exported again', () => {
     expect(await page.locator('[data-testid="save-state"]').textContent()).toContain('Unsaved');
     await page.locator('#tab-gpu').click();
     expect(await page.locator('#gpu').inputValue()).toBe('a100-80gb');
-    for (const path of ['comment', 'training.lora.use_dora', 'gpu.memory_limit_bytes']) await list.locator(`[data-remove-key="${path}"]`).click();
+    for (const path of ['comment', 'training.lora.use_rslora', 'gpu.memory_limit_bytes']) await list.locator(`[data-remove-key="${path}"]`).click();
     // Nothing left that the engine does not read: the plan is simulated, on the GPU it named.
     await waitForResult(page);
     const cleaned = await exportPlanFile();

@@ -11,7 +11,7 @@ import { catalogues } from '../../renderer/src/i18n/index.ts';
 const NAMES = new Set([
   'modeHf', 'modeTorchvision', 'hfConfig', 'blockResidual', 'optimizerSgd', 'optimizerAdam', 'optimizerAdamw',
   'implFused', 'attentionEager', 'attentionSdpa', 'gpuSource', 'expandableSegments', 'vendorNvidia', 'vendorAmd', 'appName',
-  'allocConf', 'rNvidiaSmi', 'loraAlpha', 'loraDropout', 'loraTargets', 'loraSaved', 'loraTieWeights',
+  'allocConf', 'rNvidiaSmi', 'loraAlpha', 'loraDropout', 'loraTargets', 'loraSaved', 'loraTieWeights', 'loraDora',
 ]);
 
 const sampleArgs = (n: number) => Array.from({ length: n }, (_, i) => (i % 2 === 0 ? 1 : 'x'));

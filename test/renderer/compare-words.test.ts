@@ -49,6 +49,7 @@ describe('the LoRA and frozen-parameter rows, worded', () => {
     expect(settingValueText(zh, 'training.lora', saved, 'zh-CN')).toBe('r 16，alpha 32，dropout 0.05，q_proj, v_proj，modules_to_save embed_tokens, lm_head');
     const tied = valueOf(plan({ lora: { ...lora, modules_to_save: ['lm_head'], ensure_weight_tying: true } }), 'training.lora');
     expect(settingValueText(en, 'training.lora', tied, 'en')).toBe('r 16, alpha 32, dropout 0.05, q_proj, v_proj, modules_to_save lm_head, ensure_weight_tying');
+    expect(settingValueText(zh, 'training.lora', valueOf(plan({ lora: { ...lora, use_dora: true } }), 'training.lora'), 'zh-CN')).toBe('r 16，alpha 32，dropout 0.05，q_proj, v_proj，DoRA');
   });
 
   it('no LoRA reads as the table’s off, no frozen parameters as none', () => {

@@ -132,6 +132,7 @@ const cases: [string, string][] = [
   ['lora.modules_to_save, a name PEFT cannot read as a pattern', loraField({ modules_to_save: ['lm_head('] }, 'modules_to_save[0]')],
   ['lora.modules_to_save, a name that backtracks', loraField({ modules_to_save: ['(.*)*head'] }, 'modules_to_save[0]')],
   ['target_modules all kept whole by modules_to_save', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['q_proj'], modules_to_save: ['q_proj'] } }))],
+  ["use_dora on GPT-2's Conv1D", refusal(plan({ preset: 'gpt2' }, { lora: { r: 8, alpha: 16, target_modules: ['c_attn'], use_dora: true } }))],
   ['lora.modules_to_save, an empty name', loraField({ modules_to_save: [''] }, 'modules_to_save[0]')],
   ['target_modules "all-linear" on a mixture of experts', refusal(plan({ hf_config: { ...llama, model_type: 'mixtral', num_local_experts: 4, num_experts_per_tok: 2 } }, { lora: { ...lora, target_modules: 'all-linear' } }))],
   ['target_modules naming the input embedding', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['q_proj', 'embed_tokens'] } }))],

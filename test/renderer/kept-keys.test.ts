@@ -94,13 +94,13 @@ describe('keys no field holds', () => {
   });
 
   it('LoRA keys PEFT has and memplan does not read are kept inside training.lora', () => {
-    const plan = { format: 'memplan.plan', version: 1, model: { preset: 'llama-3-8b' }, training: { batch_size: 1, lora: { r: 8, alpha: 16, target_modules: ['q_proj'], use_dora: true } } };
+    const plan = { format: 'memplan.plan', version: 1, model: { preset: 'llama-3-8b' }, training: { batch_size: 1, lora: { r: 8, alpha: 16, target_modules: ['q_proj'], use_rslora: true } } };
     const kept = keptOf(plan, shown('preset'));
-    expect(kept['training.lora']).toEqual({ use_dora: true });
+    expect(kept['training.lora']).toEqual({ use_rslora: true });
     expect(kept.training).toEqual({});
     const lora = { r: 8, alpha: 16, target_modules: ['q_proj'] };
-    expect(keptKeys(kept, { model: {}, training: { batch_size: 1, lora }, gpu: {} }).map((k) => k.path)).toEqual(['training.lora.use_dora']);
-    expect((written(kept, { model: {}, training: { batch_size: 1, lora }, gpu: {} }).training as { lora: object }).lora).toEqual({ ...lora, use_dora: true });
+    expect(keptKeys(kept, { model: {}, training: { batch_size: 1, lora }, gpu: {} }).map((k) => k.path)).toEqual(['training.lora.use_rslora']);
+    expect((written(kept, { model: {}, training: { batch_size: 1, lora }, gpu: {} }).training as { lora: object }).lora).toEqual({ ...lora, use_rslora: true });
     // LoRA turned off: its kept keys are not written, nor listed
     expect(keptKeys(kept, { model: {}, training: { batch_size: 1 }, gpu: {} })).toEqual([]);
   });

@@ -21,6 +21,7 @@ import { InputError } from '../../errors.ts';
 import { addTensors, mulScalar, toDType } from '../../ops/elementwise.ts';
 import { linear } from '../../ops/linear.ts';
 import { dropout } from '../../ops/pointwise.ts';
+import { doraForward } from './dora.ts';
 import type { Runtime } from '../../ops/runtime.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { ParameterSpec, TrainableModel } from '../model.ts';
@@ -35,6 +36,8 @@ export interface LoraSpec {
   modules_to_save?: readonly string[];
   /** PEFT's `ensure_weight_tying`: a tied embedding and output layer share one copy (`withModulesToSave`). */
   ensure_weight_tying?: boolean;
+  /** PEFT's `use_dora`: each adapter a DoRA layer (models/peft/dora.ts). */
+  use_dora?: boolean;
 }
 
 /**
@@ -252,6 +255,8 @@ export function loraAdapterParameters(path: string, inFeatures: number, outFeatu
   return [
     { name: `${path}.lora_A.default.weight`, shape: [tuning.lora.r, inFeatures], dtype: 'float32', adapter: true },
     { name: `${path}.lora_B.default.weight`, shape: [outFeatures, tuning.lora.r], dtype: 'float32', adapter: true },
+    // DoRA's magnitude (LoraLayer registers lora_magnitude_vector after lora_B), fp32 as PEFT upcasts adapters
+    ...(tuning.lora.use_dora ? [{ name: `${path}.lora_magnitude_vector.default.weight`, shape: [outFeatures], dtype: 'float32' as const, adapter: true }] : []),
   ];
 }
 
@@ -302,11 +307,11 @@ export function loraForward(rt: Runtime, x: Tensor, result: Tensor, loraA: Tenso
   return out;
 }
 
-/** A Linear module's tensors: weight, bias, and its LoRA adapter's when it has one. */
+/** A Linear module's tensors: weight, bias, and its LoRA adapter's when it has one (DoRA's magnitude too). */
 interface LinearWeights {
   readonly weight: Tensor;
   readonly bias: Tensor | null;
-  readonly lora: { readonly a: Tensor; readonly b: Tensor } | null;
+  readonly lora: { readonly a: Tensor; readonly b: Tensor; readonly magnitude: Tensor | null } | null;
 }
 
 /**
@@ -324,12 +329,13 @@ export function linearModules(weights: ReadonlyMap<string, Tensor>, spec: LoraSp
       m = {
         weight: weights.get(`${path}.weight`)!,
         bias: weights.get(`${path}.bias`) ?? null,
-        lora: loraA && spec ? { a: loraA, b: weights.get(`${path}.lora_B.default.weight`)! } : null,
+        lora: loraA && spec ? { a: loraA, b: weights.get(`${path}.lora_B.default.weight`)!, magnitude: weights.get(`${path}.lora_magnitude_vector.default.weight`) ?? null } : null,
       };
       modules.set(path, m);
     }
     const out = base(rt, x, m.weight, m.bias, path);
     if (!m.lora) return out;
+    if (m.lora.magnitude) return doraForward(rt, x, out, { weight: m.weight, bias: m.bias, a: m.lora.a, b: m.lora.b, magnitude: m.lora.magnitude }, spec!.dropout, path);
     return loraForward(rt, x, out, m.lora.a, m.lora.b, spec!, path);
   };
 }
@@ -363,6 +369,12 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
       throw new InputError(
         'training.lora.target_modules',
         `${JSON.stringify(targets)} takes the mixture of experts' routers and experts too (${moeModules.slice(0, 2).join(', ')}${moeModules.length > 2 ? ', ...' : ''}), which PEFT 0.21 adapts and memplan does not: name the modules to adapt instead (all-linear's others are named ${adaptableNames(model.parameters, false).join(', ')})`,
+      );
+    }
+    if (tuning.lora.use_dora && kind === 'Conv1D') {
+      throw new InputError(
+        'training.lora.use_dora',
+        "DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0.21's transpose(weight, fan_in_fan_out) wraps the frozen base weight in a new nn.Parameter at every forward, so PyTorch caches its cast and computes a gradient for it (measured on the H100); plan LoRA without DoRA here",
       );
     }
     const unadapted = unadaptedTarget(model, targets, tuning.lora.modules_to_save ?? []);

@@ -72,7 +72,8 @@ export function loraText(m: Messages, lora: LoraSetting, locale: Locale): string
   const n = (v: number) => numberText(v, locale);
   const adapters = m.cmpLora(n(lora.r), n(lora.alpha), n(lora.dropout), targetsText(lora.target_modules));
   const saved = lora.modules_to_save.length > 0 ? m.cmpLoraSaved(adapters, lora.modules_to_save.join(', ')) : adapters;
-  const text = lora.ensure_weight_tying ? m.cmpLoraTied(saved) : saved;
+  const tied = lora.ensure_weight_tying ? m.cmpLoraTied(saved) : saved;
+  const text = lora.use_dora ? m.cmpLoraDora(tied) : tied;
   return lora.quantization === 'none' ? text : m.cmpLoraQuantized(text, lora.quantization === '4bit' ? 4 : 8);
 }
 

@@ -54,6 +54,7 @@ const en = {
   cmpLoraQuantized: (lora: string, bits: 4 | 8) => `${lora}, ${bits}-bit`,
   cmpLoraSaved: (lora: string, modules: string) => `${lora}, modules_to_save ${modules}`,
   cmpLoraTied: (lora: string) => `${lora}, ensure_weight_tying`,
+  cmpLoraDora: (lora: string) => `${lora}, DoRA`,
 
   // Numbers
   cmpNumbersTitle: 'Numbers',
@@ -140,6 +141,7 @@ export const compareMessages = defineMessages(en, {
   cmpLoraQuantized: (lora, bits) => `${lora}，${bits} 比特量化`,
   cmpLoraSaved: (lora, modules) => `${lora}，modules_to_save ${modules}`,
   cmpLoraTied: (lora) => `${lora}，ensure_weight_tying`,
+  cmpLoraDora: (lora) => `${lora}，DoRA`,
 
   cmpNumbersTitle: '数值',
   cmpNumbersNote: '差值均相对于第一个方案。',

@@ -144,6 +144,8 @@ const ZH_PATTERNS: [RegExp, (...groups: string[]) => string][] = [
     (error) => `PEFT 把每个名字当作正则表达式的一部分来读（re.match(rf"(^|.*\\.){name}($|\\..*)", module)），而这个名字不是合法的正则表达式：${error}`],
   [/^repeats a group that repeats inside, as \(\.\*\)\* does: PEFT reads each name as part of a regular expression, and this one can take exponential time to match$/,
     () => '重复了一个内部也在重复的分组（如 (.*)*）：PEFT 把每个名字当作正则表达式的一部分来读，这样的名字匹配起来可能需要指数级的时间'],
+  [/^DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0\.21's transpose\(weight, fan_in_fan_out\) wraps the frozen base weight in a new nn\.Parameter at every forward, so PyTorch caches its cast and computes a gradient for it \(measured on the H100\); plan LoRA without DoRA here$/,
+    () => '暂不支持模拟 GPT-2 Conv1D 层上的 DoRA：PEFT 0.21 的 transpose(weight, fan_in_fan_out) 在每次前向时把冻结的基础权重包成一个新的 nn.Parameter，于是 PyTorch 会缓存它的类型转换并为它计算梯度（已在 H100 上实测）；这里请规划不带 DoRA 的 LoRA'],
   [/^every module target_modules (name|match) is kept whole by modules_to_save, and gets no adapter: PEFT 0\.21 raises (".*"); name other modules to adapt$/,
     (_verb, error) => `target_modules 选中的每个模块都被 modules_to_save 整体训练，没有模块会加上适配器：PEFT 0.21 会报错 ${error}；请指定其他要加适配器的模块`],
   [/^in a list, (".*?") names a module of that name: for every linear layer, write the string itself \("target_modules": "all-linear"\)$/,

@@ -135,6 +135,8 @@ export class PlanEditor {
   loraSavedText = $state('');
   /** `training.lora.ensure_weight_tying`: a tied embedding and lm_head named in modules_to_save share one copy. */
   loraTieWeights = $state(false);
+  /** `training.lora.use_dora`: DoRA adapters. */
+  loraDora = $state(false);
   loraQuantization = $state<LoraQuantization>('none');
   freezeText = $state('');
 
@@ -159,6 +161,8 @@ export class PlanEditor {
   #openedSaved = $state.raw<{ text: string; value: unknown } | null>(null);
   /** The opened plan's ensure_weight_tying and the box it checked: written back as it was while the box is not changed. */
   #openedTie = $state.raw<{ checked: boolean; value: unknown } | null>(null);
+  /** The opened plan's use_dora and the box it checked, as #openedTie. */
+  #openedDora = $state.raw<{ checked: boolean; value: unknown } | null>(null);
   /** The opened plan's memory cap: written back to the byte while the GiB field (rounded to 0.01) is not edited. */
   #openedCap = $state.raw<{ gib: number; bytes: number } | null>(null);
   /** What the opened plan had that no field holds, written back as it was until the user removes it (kept-keys.ts). */
@@ -243,6 +247,7 @@ export class PlanEditor {
         target_modules: this.#targetModules(),
         ...(commaList(this.loraSavedText).length || opened('training.lora.modules_to_save') ? { modules_to_save: this.#modulesToSave() } : {}),
         ...(this.loraTieWeights || this.#openedTie !== null ? { ensure_weight_tying: this.#openedTie?.checked === this.loraTieWeights ? this.#openedTie.value : this.loraTieWeights } : {}),
+        ...(this.loraDora || this.#openedDora !== null ? { use_dora: this.#openedDora?.checked === this.loraDora ? this.#openedDora.value : this.loraDora } : {}),
         ...(this.loraQuantization !== 'none' || opened('training.lora.quantization') ? { quantization: this.loraQuantization } : {}),
       };
     }
@@ -308,7 +313,7 @@ export class PlanEditor {
   load(plan: Record<string, unknown>, meta: { id?: string | null; name?: string; notes?: string; tags?: string[] } = {}): void {
     const model = isObject(plan.model) ? plan.model : {};
     const training = isObject(plan.training) ? plan.training : {};
-    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; modules_to_save?: unknown; ensure_weight_tying?: unknown; quantization?: unknown } | undefined | null;
+    const lora = training.lora as { r?: unknown; alpha?: unknown; dropout?: unknown; target_modules?: unknown; modules_to_save?: unknown; ensure_weight_tying?: unknown; use_dora?: unknown; quantization?: unknown } | undefined | null;
     const opened = new Set<string>();
     for (const key of ['seq_len', 'image_size', 'grad_scaler_skipped_steps']) if (key in training) opened.add(`training.${key}`);
     if (lora && 'quantization' in lora) opened.add('training.lora.quantization');
@@ -358,6 +363,8 @@ export class PlanEditor {
     this.#openedSaved = lora && 'modules_to_save' in lora ? { text: this.loraSavedText, value: saved } : null;
     this.loraTieWeights = lora?.ensure_weight_tying === true;
     this.#openedTie = lora && 'ensure_weight_tying' in lora ? { checked: this.loraTieWeights, value: lora.ensure_weight_tying } : null;
+    this.loraDora = lora?.use_dora === true;
+    this.#openedDora = lora && 'use_dora' in lora ? { checked: this.loraDora, value: lora.use_dora } : null;
     // as written, so a value the schema does not accept is reported at its field instead of dropped
     this.loraQuantization = (lora?.quantization as LoraQuantization | undefined) ?? 'none';
     this.freezeText = Array.isArray(training.freeze) ? (training.freeze as string[]).join(', ') : '';

@@ -168,7 +168,7 @@ describe('what is trained: LoRA and frozen parameters', () => {
     const adapters = tuned({ lora });
     expect(differingSettings(full, adapters)).toEqual(['training.lora']);
     expect(value(full, 'training.lora')).toBe(false);
-    expect(value(adapters, 'training.lora')).toEqual({ ...lora, modules_to_save: [], ensure_weight_tying: false, quantization: 'none' });
+    expect(value(adapters, 'training.lora')).toEqual({ ...lora, modules_to_save: [], ensure_weight_tying: false, use_dora: false, quantization: 'none' });
     // PEFT's target_modules are a set: the order they are written in changes nothing
     expect(differingSettings(adapters, tuned({ lora: { ...lora, target_modules: ['v_proj', 'q_proj'] } }))).toEqual([]);
     expect(differingSettings(adapters, tuned({ lora: { ...lora, quantization: '4bit' } }))).toEqual(['training.lora']);
@@ -189,7 +189,7 @@ describe('what is trained: LoRA and frozen parameters', () => {
   it('takes LoRA from the other plan, or takes it away', () => {
     const full = tuned({ batch_size: 8 });
     const adapters = tuned({ lora });
-    expect(withSettingOf(full, adapters, 'training.lora').training.lora).toEqual({ ...lora, modules_to_save: [], ensure_weight_tying: false, quantization: 'none' });
+    expect(withSettingOf(full, adapters, 'training.lora').training.lora).toEqual({ ...lora, modules_to_save: [], ensure_weight_tying: false, use_dora: false, quantization: 'none' });
     const without = withSettingOf(adapters, full, 'training.lora');
     expect('lora' in without.training).toBe(false);
     expect(differingSettings(without, tuned({}))).toEqual([]);
@@ -204,7 +204,7 @@ describe('what is trained: LoRA and frozen parameters', () => {
     const alone = peaks(tuned({ lora })); // written by hand: the full fine-tune with LoRA and nothing else
     expect(change.reserved_delta_bytes).toBe(alone.peak_reserved_bytes - peaks(full).peak_reserved_bytes);
     expect(change.reserved_delta_bytes).toBeLessThan(0); // no gradients or AdamW state for the frozen base
-    expect([change.from, change.to]).toEqual([false, { ...lora, modules_to_save: [], ensure_weight_tying: false, quantization: 'none' }]);
+    expect([change.from, change.to]).toEqual([false, { ...lora, modules_to_save: [], ensure_weight_tying: false, use_dora: false, quantization: 'none' }]);
     expect(result.changes.map((c) => c.key).sort()).toEqual(['training.batch_size', 'training.lora']);
   });
 });

@@ -23,7 +23,9 @@ describe('trainable parameters, as the H100 runs counted them', () => {
     expect(counted.filter((m) => m.model.trainable_parameter_count < m.model.parameter_count).length).toBeGreaterThanOrEqual(40);
   });
 
-  for (const m of counted) {
+  // recorded to show what memplan does not simulate yet (test/engine/models/dora.test.ts): refused, not counted
+  const refused = ['dora_gpt2_small_amp_bf16_c_attn_s512'];
+  for (const m of counted.filter((x) => !refused.includes(x.name))) {
     it(m.name, () => {
       const plan = parsePlan(recordedPlan(m));
       const summary = modelSummary(planModel(plan, planGpu(plan)));

@@ -199,6 +199,10 @@ const EXACT = [
   'lora_gpt2_small_amp_bf16_mts_wte_s512',
   // ensure_weight_tying: one copy of the tied embedding, run by the embedding and by lm_head
   'lora_llama32_4l_amp_bf16_mts_tied_ckpt_s512',
+  // DoRA: the adapter's product through lora_A and lora_B from torch.eye (its graph dying with it, in a recomputation
+  // too), the weight's norm, the magnitude; with a dropout the base output again, without it the base result
+  'dora_tinyllama_4l_bf16_qv_s512',
+  'dora_llama32_4l_amp_bf16_all_linear_ckpt_s512',
 ];
 
 /**

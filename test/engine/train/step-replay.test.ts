@@ -122,6 +122,8 @@ describe('code that frees memory when an exception unwinds it is known to the re
     'models/block-reuse.ts': 'restores the observer and the block tag after a recorded block',
     'models/hf/rotary.ts': 'restores autocast and grad mode, frees nothing',
     'models/hf/mixtral-moe.ts': 'pythonFrame drops its locals: counted',
+    'models/peft/dora.ts': "a recomputation stopping inside a DoRA layer drops its adapter product's recomputed graph: counted",
+    'models/peft/lora.ts': 'not in a simulation (a modules_to_save name checked as a regular expression)',
     'ops/conv.ts': "cuDNN's plan fallback: models with convolutions are never replayed",
     'tensor/cuda.ts': 'withScope: counted',
     'train/simulate.ts': 'where the simulation catches the error',
