@@ -69,6 +69,8 @@ export interface TrainableModel {
    * modules_to_save does not copy them here.
    */
   uncopiedModules?: readonly string[];
+  /** The module `get_input_embeddings()` returns (`model.embed_tokens`, GPT-2's `transformer.wte`): what PEFT ties to. */
+  inputEmbeddings?: string;
   /**
    * Modules with neither parameters nor buffers (activations, dropouts), as `named_modules()` names them:
    * target_modules can match them too, and PEFT refuses them (measured: h100_lora_targets.json).

@@ -232,7 +232,7 @@ export function conv2d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
     plan(2, ws.backwardWeight, 'backward-weight');
     cuda.release(gradCopy);
     // the bias's gradient last: the output gradient summed over batch and pixels
-    const gb = bc ? cuda.sumTo(grad, [spec.outChannels], `grad of ${label} bias`) : null;
+    const gb = bc ? cuda.sumTo(grad, [spec.outChannels], `grad of ${label} bias`, false) : null;
     return [gx, gw, gb];
   });
   for (const t of [xc, wc, bc]) cuda.release(t);

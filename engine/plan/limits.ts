@@ -147,6 +147,13 @@ const VARIANT_BLOCK_EVENTS: Partial<Record<string, number>> = { qwen3: 920, phi3
  * linear of GPT-2 and Llama against none, over every precision, attention, checkpointing mode and dropout: at most 54).
  */
 const LORA_MODULE_EVENTS = 60;
+/**
+ * Per DoRA-adapted module and micro-step: LoRA's, and DoRA's own (the adapter's product from torch.eye, the weight's
+ * norm, the DoRA terms, the base output again with a dropout, and their backward): counted per step from the
+ * simulator, DoRA on every linear of Llama against LoRA, over fp32, bf16 and autocast, every checkpointing mode and
+ * dropout 0 and 0.1: at most 151 more.
+ */
+const DORA_MODULE_EVENTS = 220;
 /** Per torchvision model and micro-step (the most of every precision and checkpointing mode, at 224 px). */
 const TORCHVISION_EVENTS: Record<string, number> = { resnet18: 1400, resnet34: 2600, resnet50: 3400, resnet101: 6400, resnet152: 9500, vit_b_16: 4100, vit_l_16: 8000 };
 const TORCHVISION_BLOCKS: Record<string, number> = { resnet18: 8, resnet34: 16, resnet50: 16, resnet101: 33, resnet152: 50, vit_b_16: 12, vit_l_16: 24 };
@@ -315,17 +322,19 @@ function countModel(plan: Plan, hf: HfConfig | null): Count & { layers_field: st
     if (hf.layers > LIMITS.layers || events > LIMITS.events_per_micro_step) return { layers: hf.layers, events, parameters: 0, tensors: 0, layers_field: layersField };
     const model = hfModel(hf, { dtype: 'float32', seqLen: t.seq_len, attention: t.attention, checkpointing: t.activation_checkpointing, device, tuning: fineTuningOf(t) });
     const counted = countSpecs(model.parameters);
-    const adapted = model.parameters.filter((p) => p.adapter).length / 2; // lora_A and lora_B a module
+    // a module each lora_A (DoRA's adds a magnitude)
+    const adapted = model.parameters.filter((p) => p.adapter && p.name.endsWith('.lora_A.default.weight')).length;
+    const moduleEvents = t.lora?.use_dora ? DORA_MODULE_EVENTS : LORA_MODULE_EVENTS;
     // the parameters' field: the vocabulary's where the embeddings hold most of them (a vocab_size too large), the
     // field that makes one block too large where one block alone is past the limit (blockCause), else the number
     // of blocks
     const embeddings = model.parameters.filter((p) => !p.buffer && /embed_tokens|wte|word_embeddings|lm_head/.test(p.name)).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
-    if (!('hf_config' in m)) return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField };
+    if (!('hf_config' in m)) return { layers: hf.layers, events: events + adapted * moduleEvents, ...counted, layers_field: layersField };
     const byVocabulary = embeddings > counted.parameters / 2;
     const cause = byVocabulary || counted.parameters <= LIMITS.parameters ? null : blockCause(hf, m.hf_config, model.parameters);
     const tooWide = cause !== null && cause.block_parameters > LIMITS.parameters;
     const parametersField = byVocabulary ? 'model.hf_config.vocab_size' : tooWide ? `model.hf_config.${cause.field}` : layersField;
-    return { layers: hf.layers, events: events + adapted * LORA_MODULE_EVENTS, ...counted, layers_field: layersField, parameters_field: parametersField, ...(tooWide ? { block_cause: cause } : {}) };
+    return { layers: hf.layers, events: events + adapted * moduleEvents, ...counted, layers_field: layersField, parameters_field: parametersField, ...(tooWide ? { block_cause: cause } : {}) };
   }
   if ('hf_config' in m) throw new Error('a config.json model is counted from its resolved config');
   const preset = 'preset' in m ? PRESETS[m.preset] : undefined;

@@ -105,10 +105,12 @@ export class CudaDevice {
    * `at::sum_to(t, outputShape)` (a bias gradient summed over the batch, a [N, 1] statistic's over its row): the
    * result, after the reduction kernel's global-memory workspace came and went (tensor/reduce-config.ts).
    */
-  sumTo(t: Tensor, outputShape: readonly number[], label: string): Tensor {
+  sumTo(t: Tensor, outputShape: readonly number[], label: string, asView = true): Tensor {
     // `at::sum_to`: the sum keeps t's dimensions, and a view drops the leading ones (its base lives on with it,
-    // so InputBuffer::accumulate does not add into it in place: measured with DoRA's magnitude, two gradients)
-    const leading = t.shape.length - outputShape.length;
+    // so InputBuffer::accumulate does not add into it in place: measured with DoRA's magnitude, two gradients); a
+    // scalar is `tensor.sum()`, no view. `asView` false: a plain sum over the dimensions (a convolution's bias
+    // gradient, `grad_output.sum({0, 2, 3})`).
+    const leading = asView && outputShape.length > 0 ? t.shape.length - outputShape.length : 0;
     const out = this.empty(leading > 0 ? [...new Array<number>(leading).fill(1), ...outputShape] : outputShape, t.dtype, label);
     const numOutputs = out.numel;
     this.reduction({

@@ -133,6 +133,8 @@ const cases: [string, string][] = [
   ['lora.modules_to_save, a name that backtracks', loraField({ modules_to_save: ['(.*)*head'] }, 'modules_to_save[0]')],
   ['target_modules all kept whole by modules_to_save', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['q_proj'], modules_to_save: ['q_proj'] } }))],
   ["use_dora on GPT-2's Conv1D", refusal(plan({ preset: 'gpt2' }, { lora: { r: 8, alpha: 16, target_modules: ['c_attn'], use_dora: true } }))],
+  ['ensure_weight_tying on a masked LM', refusal(plan({ preset: 'roberta-base' }, { lora: { r: 8, alpha: 16, target_modules: ['query', 'value'], modules_to_save: ['lm_head'], ensure_weight_tying: true } }))],
+  ['ensure_weight_tying with target_modules taking the embedding', refusal(plan({ preset: 'llama-3.2-1b' }, { lora: { r: 8, alpha: 16, target_modules: 'embed_tokens|.*q_proj', ensure_weight_tying: true } }))],
   ['lora.modules_to_save, an empty name', loraField({ modules_to_save: [''] }, 'modules_to_save[0]')],
   ['target_modules "all-linear" on a mixture of experts', refusal(plan({ hf_config: { ...llama, model_type: 'mixtral', num_local_experts: 4, num_experts_per_tok: 2 } }, { lora: { ...lora, target_modules: 'all-linear' } }))],
   ['target_modules naming the input embedding', refusal(plan({ hf_config: llama }, { lora: { ...lora, target_modules: ['q_proj', 'embed_tokens'] } }))],

@@ -331,6 +331,7 @@ export function bertModel(cfg: BertConfig, options: HfModelOptions): TrainableMo
     optimizerOrder,
     tiedModules: headFirstTied ? [`${base}.embeddings.word_embeddings`] : maskedLm && cfg.tieWordEmbeddings ? [decoder] : [],
     tiedWeights,
+    inputEmbeddings: `${base}.embeddings.word_embeddings`,
     // a masked LM's decoder: its bias is the head's `bias` (listed there), and its weight the word embedding when
     // tied; XLM-RoBERTa's word embedding is listed as the decoder's weight. modules_to_save does not copy them here
     uncopiedModules: maskedLm ? [decoder, ...(headFirstTied ? [`${base}.embeddings.word_embeddings`] : [])] : [],

@@ -269,6 +269,7 @@ export function gemmaModel(cfg: GemmaConfig, options: HfModelOptions, tuning: Fi
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
     // the head reads its weight as lm_head's (a modules_to_save copy of either module runs in that module only)
+    inputEmbeddings: 'model.embed_tokens',
     tiedWeights: !score && cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     // each layer's activation, a token classifier's dropout
     parameterlessModules: [...Array.from({ length: cfg.layers }, (_, i) => `model.layers.${i}.mlp.act_fn`), ...(tokenClassifier ? ['dropout'] : [])],

@@ -160,6 +160,7 @@ export function gpt2Model(cfg: Gpt2Config, options: HfModelOptions): TrainableMo
     parameters: params,
     tiedModules: ['lm_head'],
     // lm_head reads its weight by its own name (a modules_to_save copy of wte or lm_head runs in that module only)
+    inputEmbeddings: 'transformer.wte',
     tiedWeights: { 'lm_head.weight': 'transformer.wte.weight' },
     // the embeddings' dropout; each block's attention and residual dropouts, its MLP's activation and dropout
     parameterlessModules: [

@@ -420,6 +420,7 @@ export function llamaModel(cfg: LlamaConfig, options: HfModelOptions, tuning: Fi
     parameters: params,
     tiedModules: !score && cfg.tieWordEmbeddings ? ['lm_head'] : [],
     // the head reads its weight as lm_head's (a modules_to_save copy of either module runs in that module only)
+    inputEmbeddings: 'model.embed_tokens',
     tiedWeights: !score && cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     // each layer's activation (Phi-3's `activation_fn`, its residual dropouts; a mixture of experts' in `experts`),
     // a token classifier's dropout

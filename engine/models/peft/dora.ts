@@ -63,11 +63,12 @@ function doraLayer(rt: Runtime, x: Tensor, baseResult: Tensor | null, w: DoraWei
   const deadBranch = { from: autograd.recomputedCount(), to: null as number | null };
   // a recomputation that stops early (all its holders filled) unwinds this frame: the adapter product's recomputed
   // graph dies with lora_weight, what it saved too (Note [Replayed steps]: a frame that frees memory on unwinding)
+  if (deadBranch.from === null) return doraTerm(rt, x, baseResult, w, label, deadBranch);
   rt.cuda.unwindingFrames++;
   try {
     return doraTerm(rt, x, baseResult, w, label, deadBranch);
   } catch (error) {
-    if (error instanceof StopRecomputation && deadBranch.from !== null && deadBranch.to !== null) autograd.dropRecomputed(deadBranch.from, deadBranch.to);
+    if (error instanceof StopRecomputation && deadBranch.to !== null) autograd.dropRecomputed(deadBranch.from, deadBranch.to);
     throw error;
   } finally {
     rt.cuda.unwindingFrames--;

@@ -98,7 +98,7 @@ function patternOf(source: string): RegExp {
 }
 
 /** What target_modules are matched against: the model's parameters and the modules named beside them. */
-export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'tiedWeights' | 'uncopiedModules' | 'parameterlessModules' | 'optimizerOrder'>;
+export type ModuleTree = Pick<TrainableModel, 'parameters' | 'tiedModules' | 'tiedWeights' | 'uncopiedModules' | 'inputEmbeddings' | 'parameterlessModules' | 'optimizerOrder'>;
 
 /** What the plan asks to train: LoRA adapters, or the model with some parameters frozen (name patterns). */
 export interface FineTuning {
@@ -374,7 +374,7 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
     if (tuning.lora.use_dora && kind === 'Conv1D') {
       throw new InputError(
         'training.lora.use_dora',
-        "DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0.21's transpose(weight, fan_in_fan_out) wraps the frozen base weight in a new nn.Parameter at every forward, so PyTorch caches its cast and computes a gradient for it (measured on the H100); plan LoRA without DoRA here",
+        "DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0.21's transpose(weight, fan_in_fan_out) wraps an fp32 base weight in a new nn.Parameter at every forward, whose cast autocast caches and whose gradient PyTorch computes (measured on the H100), and transposes a bf16 or fp16 one as a view; plan LoRA without DoRA here",
       );
     }
     const unadapted = unadaptedTarget(model, targets, tuning.lora.modules_to_save ?? []);
@@ -393,6 +393,10 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
       throw new InputError('training.lora.target_modules', `no ${kind} of this model ${what}; its ${kind} modules are named ${names.join(', ')}`);
     }
     const saved = tuning.lora.modules_to_save ?? [];
+    // PEFT's other tie (`_add_targets_to_tie`): target_modules taking embed_tokens or lm_head put LoRA on the embedding
+    if (tuning.lora.ensure_weight_tying && tiedToEmbedding(model, saved) === null && tiedToEmbedding(model, EMBEDDING_LAYER_NAMES) !== null && targetsTakeEmbeddingLayer(targets)) {
+      throw new InputError('training.lora.ensure_weight_tying', `with target_modules taking embed_tokens or lm_head on a model whose lm_head is tied to its input embedding, PEFT 0.21 ties LoRA adapters on the input embedding (lora.Embedding), which memplan does not simulate; leave ensure_weight_tying out`);
+    }
     if (saved.length > 0) Object.assign(model, withModulesToSave(model, saved, tuning.lora.ensure_weight_tying ?? false));
   }
   const { error, where } = markFrozen(model.parameters, tuning);
@@ -562,7 +566,7 @@ export function withModulesToSave(model: ModuleTree, names: readonly string[], e
   if (tying) {
     // each tied module no name took runs a Linear whose weight is the embedding's copy (ModulesToSaveWrapper.update
     // with tied_module: `new_linear.weight = tied_module.weight`, its own weight made on the CPU and dropped)
-    const copy = copies.flatMap((c) => c.specs).find((p) => p.runsAs![0] === tiedWeights[`${tying.tied[0]}.weight`])!;
+    const copy = copies.flatMap((c) => c.specs).find((p) => p.runsAs![0] === `${tying.embedding}.weight`)!;
     const wrapped = new Set(copies.flatMap((c) => c.specs.map((p) => p.name.slice(0, p.name.indexOf('.modules_to_save.')))));
     copy.runsAs = [...copy.runsAs!, ...tying.tied.filter((m) => !wrapped.has(m)).map((m) => `${m}.weight`)];
   }
@@ -592,10 +596,20 @@ const EMBEDDING_LAYER_NAMES = ['embed_tokens', 'lm_head'];
  */
 function tiedToEmbedding(model: ModuleTree, names: readonly string[]): { embedding: string; tied: string[] } | null {
   if (!names.some((n) => EMBEDDING_LAYER_NAMES.includes(n.split('.').at(-1)!))) return null;
-  const ties = Object.entries(model.tiedWeights ?? {});
-  if (ties.length === 0) return null;
+  const embedding = model.inputEmbeddings;
   const moduleOf = (weight: string) => weight.slice(0, weight.lastIndexOf('.'));
-  return { embedding: moduleOf(ties[0]![1]), tied: ties.map(([weight]) => moduleOf(weight)) };
+  // the modules sharing the input embedding's weight, whichever side named_parameters() lists it under
+  const tied = Object.entries(model.tiedWeights ?? {}).flatMap(([a, b]) => [moduleOf(a), moduleOf(b)]).filter((m) => m !== embedding);
+  return embedding === undefined || tied.length === 0 ? null : { embedding, tied: [...new Set(tied)] };
+}
+
+/**
+ * `_check_tied_modules`' `is_embedding_in_target`: a list naming embed_tokens or lm_head by its last part, or a
+ * pattern that `re.fullmatch`es either name.
+ */
+function targetsTakeEmbeddingLayer(targets: TargetModules): boolean {
+  if (typeof targets !== 'string') return targets.some((t) => EMBEDDING_LAYER_NAMES.includes(t.split('.').at(-1)!));
+  return !isAllLinear(targets) && EMBEDDING_LAYER_NAMES.some((name) => patternOf(targets).test(name));
 }
 
 /** The modules LoRA adapts (each a lora.Linear now), by name. */

@@ -62,6 +62,6 @@ describe('simulated', () => {
     }
     expect(error).toBeInstanceOf(InputError);
     expect((error as InputError).where).toBe('training.lora.use_dora');
-    expect((error as InputError).problem).toMatch(/^DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0\.21's transpose\(weight, fan_in_fan_out\)/);
+    expect((error as InputError).problem).toMatch(/^DoRA on GPT-2's Conv1D layers is not simulated yet: PEFT 0\.21's transpose\(weight, fan_in_fan_out\) wraps an fp32 base weight in a new nn\.Parameter/);
   });
 });
