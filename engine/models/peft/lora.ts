@@ -196,7 +196,7 @@ const exclusionPatterns = new Map<string, RegExp>();
 /** Why PEFT could not read a modules_to_save name as part of its pattern, or null (the schema's check). */
 export function modulesToSaveNameProblem(name: string): string | null {
   try {
-    new RegExp(`^(?:(?:|.*\\.)${name}(?:$|\\..*))`);
+    exclusionPattern(name);
   } catch (error) {
     return `PEFT reads each name as part of a regular expression (re.match(rf"(^|.*\\.){name}($|\\..*)", module)), and this one is not one: ${JSON.stringify((error as Error).message)}`;
   }
@@ -394,7 +394,7 @@ export function applyFineTuning<M extends ModuleTree & { parameters: ParameterSp
     }
     const saved = tuning.lora.modules_to_save ?? [];
     // PEFT's other tie (`_add_targets_to_tie`): target_modules taking embed_tokens or lm_head put LoRA on the embedding
-    if (tuning.lora.ensure_weight_tying && tiedToEmbedding(model, saved) === null && tiedToEmbedding(model, EMBEDDING_LAYER_NAMES) !== null && targetsTakeEmbeddingLayer(targets)) {
+    if (tuning.lora.ensure_weight_tying && !namesEmbeddingLayer(saved) && embeddingTie(model) !== null && targetsTakeEmbeddingLayer(targets)) {
       throw new InputError('training.lora.ensure_weight_tying', `with target_modules taking embed_tokens or lm_head on a model whose lm_head is tied to its input embedding, PEFT 0.21 ties LoRA adapters on the input embedding (lora.Embedding), which memplan does not simulate; leave ensure_weight_tying out`);
     }
     if (saved.length > 0) Object.assign(model, withModulesToSave(model, saved, tuning.lora.ensure_weight_tying ?? false));
@@ -505,7 +505,7 @@ export function withModulesToSave(model: ModuleTree, names: readonly string[], e
   const tied = model.tiedModules ?? [];
   const uncopied = model.uncopiedModules ?? [];
   const field = 'training.lora.modules_to_save';
-  const tying = ensureWeightTying ? tiedToEmbedding(model, names) : null;
+  const tying = ensureWeightTying && namesEmbeddingLayer(names) ? embeddingTie(model) : null;
   if (tying && tying.tied.some((m) => uncopied.includes(m))) {
     throw new InputError('training.lora.ensure_weight_tying', `with modules_to_save naming ${names.map((n) => JSON.stringify(n)).join(', ')}, PEFT 0.21 ties ${tying.tied.join(', ')} to a copy of ${tying.embedding}, which memplan does not simulate on a masked LM; leave ensure_weight_tying out`);
   }
@@ -589,13 +589,18 @@ export function withModulesToSave(model: ModuleTree, names: readonly string[], e
 const EMBEDDING_LAYER_NAMES = ['embed_tokens', 'lm_head'];
 
 /**
- * With ensure_weight_tying, what PEFT 0.21's `_check_tied_modules` ties: when a modules_to_save name's last part is
- * embed_tokens or lm_head and modules are tied to the input embedding (`_get_module_names_tied_with_embedding`), the
- * input embedding's module and those tied to it; else null (PEFT warns and ties nothing: GPT-2's "wte" alone, an
- * untied model).
+ * `_check_tied_modules`' `is_embedding_to_save`: a modules_to_save name whose last part is embed_tokens or lm_head
+ * (GPT-2's "wte" alone is not: PEFT then warns and ties nothing).
  */
-function tiedToEmbedding(model: ModuleTree, names: readonly string[]): { embedding: string; tied: string[] } | null {
-  if (!names.some((n) => EMBEDDING_LAYER_NAMES.includes(n.split('.').at(-1)!))) return null;
+function namesEmbeddingLayer(names: readonly string[]): boolean {
+  return names.some((n) => EMBEDDING_LAYER_NAMES.includes(n.split('.').at(-1)!));
+}
+
+/**
+ * What ensure_weight_tying ties (`_get_module_names_tied_with_embedding`): the input embedding's module and those tied
+ * to it; null on an untied model.
+ */
+function embeddingTie(model: ModuleTree): { embedding: string; tied: string[] } | null {
   const embedding = model.inputEmbeddings;
   const moduleOf = (weight: string) => weight.slice(0, weight.lastIndexOf('.'));
   // the modules sharing the input embedding's weight, whichever side named_parameters() lists it under
