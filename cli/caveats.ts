@@ -43,7 +43,7 @@ export function caveatsText(c: Caveats): string[] {
         grounds.push("Mixtral is simulated from transformers' source, checked against small recorded runs (4 layers, hidden 1024: peak allocated within 0.03%, reserved within 3% built from its config and 5.2% loaded with from_pretrained, where the host's memory moves the driver's segments) and one real largest-batch search, not yet at a published size");
         break;
       case 'known_gap':
-        grounds.push('reentrant checkpointing of ViT reserves about 5% less than measured (docs/engine.md)');
+        grounds.push("reentrant checkpointing of ViT: every allocation matches PyTorch's, but in two of three recorded runs the driver placed segments among the host's memory mappings and PyTorch reserved up to 2.9% more (docs/engine.md)");
         break;
       case 'bf16_emulated':
         grounds.push(`${i.gpu} has no bf16 arithmetic (compute capability below 8.0): PyTorch emulates bf16, far slower, and runs attention on its math backend, which holds the attention scores (simulated so); fp16 with AMP's GradScaler is what it runs natively`);

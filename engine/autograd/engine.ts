@@ -11,7 +11,7 @@
  */
 import type { CudaDevice } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
-import { numel, type Tensor } from '../tensor/tensor.ts';
+import { numel, obeysLayoutContract, reshapedMemoryOrder, type Tensor } from '../tensor/tensor.ts';
 import { ReadyQueue } from './ready-queue.ts';
 
 /** The gradient of each forward output, in; the gradient of each forward input, out (null: none). */
@@ -151,19 +151,50 @@ class ViewBackward extends Node {
   readonly name: string;
   private readonly inputShape: readonly number[];
   private readonly device: CudaDevice;
+  /** A transpose's two dimensions (its backward transposes the gradient back), or null for a reshape. */
+  private readonly swapped: readonly [number, number] | null;
+  /** What a reshape's copy is called (a gradient whose memory order no view of the input's shape has). */
+  private readonly copyLabel: string | undefined;
 
-  constructor(name: string, seq: number, next: (Edge | null)[], inputShape: readonly number[], device: CudaDevice) {
+  constructor(name: string, seq: number, next: (Edge | null)[], inputShape: readonly number[], device: CudaDevice, swapped: readonly [number, number] | null = null, copyLabel?: string) {
     super(seq, next, 1);
     this.name = name;
     this.inputShape = inputShape;
     this.device = device;
+    this.swapped = swapped;
+    this.copyLabel = copyLabel;
   }
 
+  /**
+   * A transpose's backward transposes the gradient back (a view). A reshape's is `grad.reshape(input_sizes)`: a
+   * view, unless the gradient arrived in a memory order no view of the input's shape has (a ViT's residual-stream
+   * gradient, [L, B, E] in memory, folded for a linear's mm): then a contiguous copy.
+   */
   apply([grad]: (Tensor | null)[]): (Tensor | null)[] {
-    return [grad ? this.device.view(grad, this.inputShape) : null];
+    if (!grad) return [null];
+    // a transpose or permute recorded by its shape alone: its backward is a view whose order is not tracked
+    if (!this.swapped && !RESHAPES.has(this.name)) return [this.device.view(grad, this.inputShape)];
+    const order = this.swapped ? swappedMemoryOrder(grad, this.swapped) : reshapedMemoryOrder(grad.shape, grad.impl.memoryOrder, this.inputShape);
+    if (order === undefined) return [this.device.empty(this.inputShape, grad.dtype, this.copyLabel ?? `gradient reshaped in ${this.name} (contiguous copy)`)];
+    const view = this.device.view(grad, this.inputShape);
+    view.impl.memoryOrder = order;
+    return [view];
   }
 
   releaseVariables(): void {}
+}
+
+/**
+ * View nodes whose backward gives the gradient the input's shape (derivatives.yaml): `grad.reshape(self.sym_sizes())`
+ * for view and _unsafe_view, a copy where no view has that shape; squeeze, unsqueeze and alias only add or drop
+ * dimensions of one element, always a view.
+ */
+const RESHAPES = new Set(['ViewBackward0', 'UnsafeViewBackward0', 'UnsqueezeBackward0', 'SqueezeBackward0', 'AliasBackward0']);
+
+/** The memory order of `t.transpose(i, j)` (see TensorImpl.memoryOrder). */
+function swappedMemoryOrder(t: Tensor, [i, j]: readonly [number, number]): readonly number[] | null {
+  const order = (t.impl.memoryOrder ?? t.shape.map((_, k) => k)).map((d) => (d === i ? j : d === j ? i : d));
+  return order.every((d, k) => d === k) ? null : order;
 }
 
 /** `AccumulateGrad`: a leaf's node, which makes or adds into its `.grad`. */
@@ -192,12 +223,15 @@ class AccumulateGrad extends Node {
     const param = this.leaf;
     const device = this.device;
     if (param.grad === null) {
-      // Stolen when nobody else holds it (use_count <= 1), else clone_obey_contract copies it.
-      if (device.useCount(grad) <= 1) {
+      // Stolen when nobody else holds it (use_count <= 1) and it is laid out as the variable is, else
+      // clone_obey_contract copies it into the variable's layout (a reentrant checkpoint's detached input whose
+      // gradient arrives in another memory order: measured on the H100, torchvision's ViT).
+      if (device.useCount(grad) <= 1 && obeysLayoutContract(grad, param.tensor)) {
         param.grad = device.ref(grad);
         device.rename(grad.storage, `${param.name}.grad`, 'gradient');
       } else {
         param.grad = device.empty(param.tensor.shape, param.tensor.dtype, `${param.name}.grad`, 'gradient');
+        param.grad.impl.memoryOrder = param.tensor.impl.memoryOrder;
       }
     }
     // else: variable_grad += new_grad, in place
@@ -516,14 +550,30 @@ export class Autograd {
    * `record` without its arrays and closure (a view saves nothing, so the node is the same inside a checkpointed
    * region).
    */
-  view(name: string, t: Tensor, shape: readonly number[] = t.shape): Tensor {
+  view(name: string, t: Tensor, shape: readonly number[] = t.shape, copyLabel?: string): Tensor {
+    return this.viewOf(name, t, shape, null, copyLabel);
+  }
+
+  /**
+   * `t.transpose(i, j)`, a view laid out as t is (TensorImpl.memoryOrder), whose backward transposes the gradient
+   * back, keeping its memory order: where the memory order decides what a later reshape copies.
+   */
+  transpose(t: Tensor, i: number, j: number, name = 'TransposeBackward0'): Tensor {
+    const shape = [...t.shape];
+    [shape[i], shape[j]] = [shape[j]!, shape[i]!];
+    const out = this.viewOf(name, t, shape, [i, j]);
+    out.impl.memoryOrder = swappedMemoryOrder(t, [i, j]);
+    return out;
+  }
+
+  private viewOf(name: string, t: Tensor, shape: readonly number[], swapped: readonly [number, number] | null, copyLabel?: string): Tensor {
     const out = this.device.view(t, shape);
     if (!this.gradMode || (t.gradFn === null && !t.requiresGrad)) return out; // needsGrad([t])
     if (this.recomputing) {
       this.pack(this.recomputing, [out], NO_TENSORS);
       return out;
     }
-    const node = new ViewBackward(name, this.sequenceNr++, [this.edge(t)], t.shape, this.device);
+    const node = new ViewBackward(name, this.sequenceNr++, [this.edge(t)], t.shape, this.device, swapped, copyLabel);
     node.blockTag = this.blockTag;
     out.gradFn = node;
     out.outputSlot = 0;
@@ -590,7 +640,9 @@ export class Autograd {
           const dtype = e.dtype;
           const h = outputs[i]!;
           if (h.dtype !== dtype) {
+            // grad.to(dtype) keeps a dense gradient's strides (MemoryFormat::Preserve)
             const converted = device.empty(h.shape, dtype, `gradient to ${dtype} in ${node.name}`);
+            converted.impl.memoryOrder = h.impl.memoryOrder;
             device.release(h);
             outputs[i] = converted;
           }
@@ -631,8 +683,10 @@ export class Autograd {
       device.release(incoming); // old.add_(incoming)
       return old;
     }
-    // old + new (adding into the incoming gradient instead is only done for sparse buffers)
+    // old + new (adding into the incoming gradient instead is only done for sparse buffers), laid out as old is:
+    // TensorIterator orders the output's dimensions by its first operand's strides
     const sum = device.empty(old.shape, old.dtype, 'gradient sum');
+    sum.impl.memoryOrder = old.impl.memoryOrder;
     device.release(old);
     device.release(incoming);
     return sum;

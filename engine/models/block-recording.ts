@@ -58,6 +58,8 @@ export interface ForwardRecording extends Recording {
   readonly output: number;
   readonly outputShape: readonly number[];
   readonly outputDType: DType;
+  /** The output's memory order (TensorImpl.memoryOrder: a ViT block's residual sum is [N, B, E] in memory). */
+  readonly outputMemoryOrder: readonly number[] | null;
   /** Whether the output has a grad_fn (a frozen block's records no graph). */
   readonly graph: boolean;
   /** Reentrant checkpointed blocks whose input needed no gradient, in the forward (`Autograd.reentrantBlocksWithoutGrad`). */
@@ -73,6 +75,8 @@ export interface BackwardRecording extends Recording {
   readonly grads: number[];
   /** The gradient passed on: a storage index, or -1 for the incoming gradient itself. */
   readonly output: number;
+  /** The memory order of a gradient passed on that the backward made (null for the incoming one). */
+  readonly outputMemoryOrder: readonly number[] | null;
 }
 
 /** A tensor over storage k of a block's forward that a holder outside the block keeps (`weight`: the cast's key). */
@@ -100,6 +104,11 @@ export function equalArrays<T>(a: readonly T[], b: readonly T[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/** Equal memory orders (TensorImpl.memoryOrder; null: contiguous). */
+export function sameMemoryOrder(a: readonly number[] | null, b: readonly number[] | null): boolean {
+  return a === b || (a !== null && b !== null && equalArrays(a, b));
 }
 
 /**

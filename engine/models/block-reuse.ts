@@ -40,7 +40,7 @@ import { Node, type Edge, type Parameter } from '../autograd/engine.ts';
 import type { Runtime } from '../ops/runtime.ts';
 import type { StorageObserver } from '../tensor/cuda.ts';
 import { Tensor, TensorImpl, type MemoryCategory, type Storage } from '../tensor/tensor.ts';
-import { BlockRecorder, BlocksNotReusable, blockReuseCounts, equalArrays, kFree, namesFor, recordingOf, relabel, replayOps, sameEntries, sameNames, sameRecording, type BackwardRecording, type ForwardRecording, type OutsideEntry } from './block-recording.ts';
+import { BlockRecorder, BlocksNotReusable, blockReuseCounts, equalArrays, kFree, namesFor, recordingOf, relabel, replayOps, sameEntries, sameMemoryOrder, sameNames, sameRecording, type BackwardRecording, type ForwardRecording, type OutsideEntry } from './block-recording.ts';
 
 export { BlocksNotReusable, blockReuseCounts, relabel };
 
@@ -97,7 +97,11 @@ export class ReplayedBlock extends Node {
     }
     blockReuseCounts.replayedBackwards++;
     const edge = this.next[0]!;
-    const out = b.output < 0 ? incoming : new Tensor(edge.shape, edge.dtype, new TensorImpl(storages[b.output]!, null));
+    let out = incoming;
+    if (b.output >= 0) {
+      out = new Tensor(edge.shape, edge.dtype, new TensorImpl(storages[b.output]!, null));
+      out.impl.memoryOrder = b.outputMemoryOrder;
+    }
     storages.length = 0;
     return [out];
   }
@@ -357,6 +361,7 @@ export class BlockKindPass {
       output: k,
       outputShape: out.shape,
       outputDType: out.dtype,
+      outputMemoryOrder: out.impl.memoryOrder,
       graph: out.gradFn !== null,
       withoutGrad: autograd.reentrantBlocksWithoutGrad - withoutGradBefore,
     };
@@ -366,7 +371,7 @@ export class BlockKindPass {
       this.firstForward = forward;
     } else {
       const t = this.template;
-      const same = t && t.graph === recording.graph && t.withoutGrad === recording.withoutGrad && sameRecording(t, recording) && sameNames(namesFor(t, this.reuse.name(this.first), this.reuse.name(i)), recording) && t.output === recording.output && equalArrays(t.holds, recording.holds) && equalArrays(t.blockHeld, recording.blockHeld) && sameEntries(t.cached, recording.cached) && sameEntries(t.kept, recording.kept);
+      const same = t && t.graph === recording.graph && t.withoutGrad === recording.withoutGrad && sameRecording(t, recording) && sameNames(namesFor(t, this.reuse.name(this.first), this.reuse.name(i)), recording) && t.output === recording.output && sameMemoryOrder(t.outputMemoryOrder, recording.outputMemoryOrder) && equalArrays(t.holds, recording.holds) && equalArrays(t.blockHeld, recording.blockHeld) && sameEntries(t.cached, recording.cached) && sameEntries(t.kept, recording.kept);
       if (!same) throw new BlocksNotReusable(`block ${i}'s forward differs from block ${this.first}'s`);
       this.lastForward = forward;
     }
@@ -392,6 +397,7 @@ export class BlockKindPass {
     for (const c of t.cached) this.rt.autocast!.keep(weights[c.weight]!.storage, new Tensor(c.shape, c.dtype, new TensorImpl(storages[c.k]!, null)));
     for (const c of t.kept) this.reuse.kept!.push(new Tensor(c.shape, c.dtype, new TensorImpl(storages[c.k]!, null)));
     const out = new Tensor(t.outputShape, t.outputDType, new TensorImpl(storages[t.output]!, null));
+    out.impl.memoryOrder = t.outputMemoryOrder;
     if (t.graph) {
       out.gradFn = new ReplayedBlock(autograd.nextSequenceNr(), autograd.edge(input), this, i, storages, own, holds, weights.map((w) => w.leaf));
       out.outputSlot = 0;
@@ -525,7 +531,7 @@ export class BlockKindPass {
       const s = k < rec.forwardCount ? fwd.storages[k]! : rec.ownStorages[k - rec.forwardCount]!;
       renamed.set(k, [s.label, s.category]);
     }
-    const recording: BackwardRecording = { ...recordingOf(rec), forwardCount: rec.forwardCount, renamed, grads, output };
+    const recording: BackwardRecording = { ...recordingOf(rec), forwardCount: rec.forwardCount, renamed, grads, output, outputMemoryOrder: output >= 0 ? passed!.impl.memoryOrder : null };
     if (!this.backward) {
       this.backward = recording;
       return;
@@ -534,7 +540,7 @@ export class BlockKindPass {
     const from = this.reuse.name(this.last);
     const to = this.reuse.name(this.first);
     const sameRenames = t.renamed.size === renamed.size && [...t.renamed].every(([k, [label, c]]) => renamed.get(k)?.[1] === c && renamed.get(k)?.[0] === relabel(label, from, to));
-    if (!sameRecording(t, recording) || !sameNames(namesFor(t, from, to), recording) || t.forwardCount !== recording.forwardCount || !equalArrays(t.grads, recording.grads) || t.output !== recording.output || !sameRenames) {
+    if (!sameRecording(t, recording) || !sameNames(namesFor(t, from, to), recording) || t.forwardCount !== recording.forwardCount || !equalArrays(t.grads, recording.grads) || t.output !== recording.output || !sameMemoryOrder(t.outputMemoryOrder, recording.outputMemoryOrder) || !sameRenames) {
       throw new BlocksNotReusable(`block ${this.first}'s backward differs from the replayed one`);
     }
     this.checked = true;

@@ -40,7 +40,8 @@ function linearImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null,
   cuda.release(weightT);
   if (!flat) return out2d;
   cuda.release(x2d);
-  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures]);
+  // its gradient reshaped back for the mm: a copy when it arrives in another memory order (a ViT's residual stream)
+  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures], `grad of ${label} (reshaped)`);
   cuda.release(out2d);
   return out;
 }
@@ -58,7 +59,8 @@ export function conv1d(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor, lab
   const out2d = addmm(rt, bc!, xc!, wc!, label);
   for (const t of [xc, wc, bc]) cuda.release(t);
   cuda.release(x2d);
-  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures]);
+  // its gradient reshaped back for the mm: a copy when it arrives in another memory order
+  const out = autograd.view('ViewBackward0', out2d, [...x.shape.slice(0, -1), outFeatures], `grad of ${label} (reshaped)`);
   cuda.release(out2d);
   return out;
 }

@@ -114,7 +114,7 @@ function matmulImpl(rt: Runtime, a: Tensor, b: Tensor, layout: MatmulLayout, lab
     const a2 = reshape(rt, a, [rows, k], layout.aContiguous, `${label} (folded input)`);
     const out2 = mm(rt, a2, b, label);
     cuda.release(a2);
-    const out = autograd.view('UnsafeViewBackward0', out2, [...batch, n, m]);
+    const out = autograd.view('UnsafeViewBackward0', out2, [...batch, n, m], `grad of ${label} (reshaped)`);
     cuda.release(out2);
     return out;
   }
@@ -128,7 +128,7 @@ function matmulImpl(rt: Runtime, a: Tensor, b: Tensor, layout: MatmulLayout, lab
   const out3 = bmm(rt, a3, b3, label);
   cuda.release(b3);
   cuda.release(a3);
-  const out = layout.outGradContiguous === false && !folds ? viewCopyingGrad(rt, out3, [...batch, n, m], label) : autograd.view('UnsafeViewBackward0', out3, [...batch, n, m]);
+  const out = layout.outGradContiguous === false && !folds ? viewCopyingGrad(rt, out3, [...batch, n, m], label) : autograd.view('UnsafeViewBackward0', out3, [...batch, n, m], `grad of ${label} (reshaped)`);
   cuda.release(out3);
   return out;
 }

@@ -74,9 +74,12 @@ export function multiHeadSelfAttention(rt: Runtime, x: Tensor, w: MhaWeights, he
   cuda.release(ordered);
   const projected = linear(rt, flat, w.outProjWeight, w.outProjBias, `${label} out_proj`);
   cuda.release(flat);
-  const lbe = viewCopyingGrad(rt, projected, [l, b, e], `${label} out_proj (viewed)`, 'ViewBackward0');
+  // The result's gradient comes back through the transpose in the memory order it arrived in: a contiguous [B, L, E]
+  // one is [L, B, E] transposed, and the view's reshape copies it; one in [L, B, E] memory (a ViT's residual stream
+  // under reentrant checkpointing, from the layer above) is viewed (measured on the H100)
+  const lbe = autograd.view('ViewBackward0', projected, [l, b, e], `grad of ${label} out_proj (viewed) (reshaped)`);
   cuda.release(projected);
-  const result = autograd.view('TransposeBackward0', lbe, [b, l, e]);
+  const result = autograd.transpose(lbe, 0, 1); // [B, L, E] over [L, B, E] memory
   cuda.release(lbe);
   for (const t of [q, k, v]) cuda.release(t); // multi_head_attention_forward returns: its locals die
   return result;

@@ -62,6 +62,12 @@ export class TensorImpl {
   refs = 0;
   readonly storage: Storage;
   readonly base: TensorImpl | null;
+  /**
+   * Where a dense tensor's dimensions lie in memory, outermost first, when not in its own order (null:
+   * contiguous): [1, 0, 2] for a [B, L, E] tensor whose memory is [L, B, E] (nn.MultiheadAttention's batch-first
+   * output). Only what `obeysLayoutContract` reads: set where a model's tensors are known to be laid out otherwise.
+   */
+  memoryOrder: readonly number[] | null = null;
 
   constructor(storage: Storage, base: TensorImpl | null) {
     this.storage = storage;
@@ -102,4 +108,71 @@ export class Tensor {
   get nbytes(): number {
     return this.numel * DTYPE_BYTES[this.dtype];
   }
+}
+
+/**
+ * The memory order of a view of a tensor laid out in `order` (see TensorImpl.memoryOrder), reshaped to `to`: as
+ * `computeStride` (aten/src/ATen/TensorUtils.cpp) finds the view's strides; undefined when no view has that shape
+ * (`reshape` then copies, `view` raises).
+ */
+export function reshapedMemoryOrder(from: readonly number[], order: readonly number[] | null, to: readonly number[]): readonly number[] | null | undefined {
+  if (order === null) return null;
+  const oldStride = denseStrides(from, order);
+  const newStride = new Array<number>(to.length);
+  let viewD = to.length - 1;
+  let chunkBaseStride = oldStride[oldStride.length - 1] ?? 1;
+  let tensorNumel = 1;
+  let viewNumel = 1;
+  for (let d = from.length - 1; d >= 0; d--) {
+    tensorNumel *= from[d]!;
+    if (d === 0 || (from[d - 1] !== 1 && oldStride[d - 1] !== tensorNumel * chunkBaseStride)) {
+      while (viewD >= 0 && (viewNumel < tensorNumel || to[viewD] === 1)) {
+        newStride[viewD] = viewNumel * chunkBaseStride;
+        viewNumel *= to[viewD]!;
+        viewD--;
+      }
+      if (viewNumel !== tensorNumel) return undefined;
+      if (d > 0) {
+        chunkBaseStride = oldStride[d - 1]!;
+        tensorNumel = 1;
+        viewNumel = 1;
+      }
+    }
+  }
+  if (viewD !== -1) return undefined;
+  // the dimensions from the largest stride down (size-1 dimensions where they stand)
+  const dims = to.map((_, k) => k).filter((k) => to[k] !== 1);
+  const sorted = [...dims].sort((a, b) => newStride[b]! - newStride[a]!);
+  if (sorted.every((k, i) => k === dims[i])) return null;
+  const out: number[] = [];
+  let next = 0;
+  for (let k = 0; k < to.length; k++) out.push(to[k] === 1 ? k : sorted[next++]!);
+  return out;
+}
+
+/** The strides of a dense tensor whose dimensions lie in memory in `order` (outermost first; null: contiguous). */
+function denseStrides(shape: readonly number[], order: readonly number[] | null): number[] {
+  const strides = new Array<number>(shape.length);
+  let stride = 1;
+  for (let k = shape.length - 1; k >= 0; k--) {
+    const dim = order ? order[k]! : k;
+    strides[dim] = stride;
+    stride *= shape[dim]!;
+  }
+  return strides;
+}
+
+/**
+ * `obeys_layout_contract(grad, variable)` (torch/csrc/autograd/utils/grad_layout_contract.h) for dense tensors of
+ * one shape: the same strides in every dimension of more than one element. AccumulateGrad steals a gradient only
+ * when it does, and otherwise copies it into the variable's layout (`clone_obey_contract`).
+ */
+export function obeysLayoutContract(grad: Tensor, variable: Tensor): boolean {
+  const a = grad.impl.memoryOrder;
+  const b = variable.impl.memoryOrder;
+  if (a === b) return true;
+  const gs = denseStrides(grad.shape, a);
+  const vs = denseStrides(variable.shape, b);
+  for (let k = 0; k < gs.length; k++) if (grad.shape[k] !== 1 && gs[k] !== vs[k]) return false;
+  return true;
 }

@@ -248,7 +248,7 @@ const en = {
   rEvidence: (kind: string) => (({ measured: 'measured on the card', derived: 'derived from a less exact report', unconfirmed: 'an unconfirmed estimate', unknown: 'not known' }) as Record<string, string>)[kind] ?? kind,
   rCaveatCustom: 'A custom GPU: the H100’s figures, with the cap as its memory.',
   rCaveatScaler: 'amp_fp16: every step is assumed to update; a run whose first steps overflow (the GradScaler skips them) fits slightly more.',
-  rCaveatVitGap: 'Reentrant checkpointing of ViT: memplan reserves about 5% less than was measured (a known gap).',
+  rCaveatVitGap: "Reentrant checkpointing of ViT: every allocation matches PyTorch's, but in two of three recorded runs PyTorch reserved up to 3% more, where the driver placed memory segments among the host's mappings (a known gap).",
   rCaveatBf16Emulated: (gpu: string) =>
     `The ${gpu} has no bf16 arithmetic (compute capability below 8.0): PyTorch emulates bf16, far slower, and runs attention on its math backend, which holds the attention scores (simulated so). fp16 with AMP’s GradScaler is what it runs natively.`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} is simulated from transformers’ source and checked against small recorded runs (peaks within 0.4%) and one real largest-batch search (found exactly), not yet at a published size.`,
@@ -479,7 +479,7 @@ const zh = {
   rEvidence: (kind: string) => (({ measured: '在该卡上实测的', derived: '从不太精确的报告推算的', unconfirmed: '未经证实的估计', unknown: '未知的' }) as Record<string, string>)[kind] ?? kind,
   rCaveatCustom: '自定义 GPU：用 H100 的数据，显存取上限。',
   rCaveatScaler: 'amp_fp16：假设每一步都会更新参数；如果开头几步溢出（GradScaler 跳过它们），实际能多放一点。',
-  rCaveatVitGap: 'ViT 使用重入的梯度检查点：memplan 预测的预留显存比实测少约 5%（已知的差距）。',
+  rCaveatVitGap: 'ViT 使用重入的梯度检查点：每一次显存分配都与 PyTorch 一致，但三次实测中有两次，驱动把显存段放在了主机内存映射之间，PyTorch 的预留显存多出最多 3%（已知的差距）。',
   rCaveatBf16Emulated: (gpu: string) =>
     `${gpu} 没有 bf16 运算单元（计算能力低于 8.0）：PyTorch 会模拟 bf16，速度慢得多，注意力也改用 math 后端，要保存注意力分数（这里按此模拟）。这块 GPU 原生支持的是 fp16 加 AMP 的 GradScaler。`,
   rCaveatFamilyNotMeasured: (family: string) => `${family} 按 transformers 的源码模拟，和几次小规模的实测运行（峰值误差在 0.4% 以内）以及一次真实的最大可行 batch size 搜索（结果完全一致）核对过，还没有在公开发布的规模上核对。`,
