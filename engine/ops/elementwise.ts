@@ -4,7 +4,7 @@
  * reverse order of creation, which the backward formulas below follow.
  */
 import { DTYPE_BYTES, type DType } from '../tensor/dtype.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { elementwiseMemoryOrder, type Tensor } from '../tensor/tensor.ts';
 import { castFp32 } from './autocast.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -143,10 +143,9 @@ export function mul(rt: Runtime, self: Tensor, other: Tensor, label: string): Te
 export function addTensors(rt: Runtime, a: Tensor, b: Tensor, label: string): Tensor {
   const { cuda, autograd } = rt;
   const out = cuda.empty(broadcastShape(a.shape, b.shape), promote(a.dtype, b.dtype), label, 'activation');
-  // TensorIterator lays the output out as its first operand of the output's shape (nn.MultiheadAttention's
-  // transposed output: `x + input` and every residual sum after it are [L, B, E] in memory)
-  const first = a.shape.length === out.shape.length && a.numel === out.numel ? a : b.shape.length === out.shape.length && b.numel === out.numel ? b : null;
-  out.impl.memoryOrder = first ? first.impl.memoryOrder : null;
+  // laid out by TensorIterator from its operands (nn.MultiheadAttention's transposed output first: `x + input` and
+  // every residual sum after it are [L, B, E] in memory)
+  out.impl.memoryOrder = elementwiseMemoryOrder(out.shape, [a, b]);
   autograd.record('AddBackward0', [a, b], [out], [], ([grad]) => (grad ? [cuda.ref(grad), cuda.ref(grad)] : [null, null]));
   return out;
 }

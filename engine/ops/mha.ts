@@ -34,7 +34,7 @@ export function multiHeadSelfAttention(rt: Runtime, x: Tensor, w: MhaWeights, he
   const { cuda, autograd } = rt;
   const [b, l, e] = x.shape as [number, number, number];
   const d = e / heads;
-  const xT = autograd.view('TransposeBackward0', x, [l, b, e]);
+  const xT = autograd.transpose(x, 0, 1); // [L, B, E] over [B, L, E] memory: its gradient comes back transposed
   const proj = linearNonContiguous(rt, xT, w.inProjWeight, w.inProjBias, `${label} in_proj`);
   cuda.release(xT);
   // unflatten / unsqueeze / transpose / squeeze: views whose gradient comes back as a copy, then .contiguous()

@@ -5,7 +5,7 @@
  * nn.RMSNorm: `_fused_rms_norm`: output then rstd [rows] fp32; saves input, weight and rstd; backward dX, dgamma.
  */
 import { accType } from '../tensor/dtype.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { isContiguous, type Tensor } from '../tensor/tensor.ts';
 import { castFp32 } from './autocast.ts';
 import { addScalarInPlace, meanLastDim, mul, rsqrt, square, toDType } from './elementwise.ts';
 import type { Runtime } from './runtime.ts';
@@ -32,7 +32,7 @@ function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
   const rows = x.numel / x.shape[x.shape.length - 1]!;
   const needs = autograd.needsGrad([x, weight, bias]);
   const savedInput = autograd.saveInputs(needs, [x]);
-  const inputContiguous = layout.inputContiguous ?? true;
+  const inputContiguous = layout.inputContiguous ?? isContiguous(x);
   const contiguousCopy = inputContiguous ? null : cuda.empty(x.shape, x.dtype, `${label} input.contiguous()`, 'temporary');
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
   const mean = cuda.empty([rows], accType(x.dtype), `${label} mean`, 'activation');
@@ -50,7 +50,7 @@ function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
     const dx = autograd.needsGrad([x]) ? cuda.empty(x.shape, grad.dtype, `grad of ${label} input`) : null;
     const dw = autograd.needsGrad([weight]) ? cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`) : null;
     const db = bias && autograd.needsGrad([bias]) ? cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`) : null;
-    const gCopy = layout.gradContiguous === false ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary') : null;
+    const gCopy = layout.gradContiguous === false || !isContiguous(grad) ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary') : null;
     cuda.release(gCopy);
     cuda.release(xCopy);
     return [dx, dw, db];

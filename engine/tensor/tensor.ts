@@ -150,6 +150,56 @@ export function reshapedMemoryOrder(from: readonly number[], order: readonly num
   return out;
 }
 
+/**
+ * The memory order TensorIterator gives an elementwise op's output (`reorder_dimensions`, TensorIterator.cpp): the
+ * output's dimensions sorted by the operands' strides (an insertion sort from the innermost), each pair decided by
+ * the first operand that has neither of the two broadcast (stride 0) and strides that differ; equal strides put the
+ * smaller dimension inside; a pair no operand decides keeps its order. So `a + b` is laid out as a, unless a is
+ * broadcast along one of the two.
+ */
+export function elementwiseMemoryOrder(shape: readonly number[], operands: readonly Tensor[]): readonly number[] | null {
+  if (operands.every((t) => t.impl.memoryOrder === null)) return null;
+  const n = shape.length;
+  const strides = operands.map((t) => {
+    const own = denseStrides(t.shape, t.impl.memoryOrder);
+    const offset = n - t.shape.length;
+    return shape.map((size, d) => (d < offset || (t.shape[d - offset] === 1 && size !== 1) ? 0 : own[d - offset]!));
+  });
+  const shouldSwap = (dim0: number, dim1: number): number => {
+    for (const s of strides) {
+      const s0 = s[dim0]!;
+      const s1 = s[dim1]!;
+      if (s0 === 0 || s1 === 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (shape[dim0]! > shape[dim1]!) return 1;
+    }
+    return 0;
+  };
+  const perm = shape.map((_, k) => n - 1 - k); // innermost first
+  for (let i = 1; i < n; i++) {
+    let dim1 = i;
+    for (let dim0 = i - 1; dim0 >= 0; dim0--) {
+      const comparison = shouldSwap(perm[dim0]!, perm[dim1]!);
+      if (comparison > 0) {
+        [perm[dim0], perm[dim1]] = [perm[dim1]!, perm[dim0]!];
+        dim1 = dim0;
+      } else if (comparison < 0) break;
+    }
+  }
+  const order = perm.reverse();
+  return order.every((d, k) => d === k) ? null : order;
+}
+
+/** Whether a dense tensor is contiguous (`is_contiguous()`: contiguous strides in every dimension of more than one element). */
+export function isContiguous(t: Tensor): boolean {
+  const order = t.impl.memoryOrder;
+  if (order === null) return true;
+  const strides = denseStrides(t.shape, order);
+  const contiguous = denseStrides(t.shape, null);
+  return strides.every((s, k) => t.shape[k] === 1 || s === contiguous[k]);
+}
+
 /** The strides of a dense tensor whose dimensions lie in memory in `order` (outermost first; null: contiguous). */
 function denseStrides(shape: readonly number[], order: readonly number[] | null): number[] {
   const strides = new Array<number>(shape.length);

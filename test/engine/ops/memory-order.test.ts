@@ -6,7 +6,7 @@
  * `x = torch.empty(L, B, E).transpose(0, 1)` is a [B, L, E] tensor with strides (E, B*E, 1).
  */
 import { describe, expect, it } from 'vitest';
-import { Storage, Tensor, TensorImpl, obeysLayoutContract, reshapedMemoryOrder } from '../../../engine/tensor/tensor.ts';
+import { Storage, Tensor, TensorImpl, elementwiseMemoryOrder, isContiguous, obeysLayoutContract, reshapedMemoryOrder } from '../../../engine/tensor/tensor.ts';
 
 const tensor = (shape: number[], order: number[] | null) => {
   const t = new Tensor(shape, 'float32', new TensorImpl(new Storage(4, null, 't', 'temporary'), null));
@@ -41,5 +41,27 @@ describe('obeysLayoutContract', () => {
 
   it('only dimensions of more than one element are compared: with B = 1 the two layouts have the same strides', () => {
     expect(obeysLayoutContract(tensor([1, 197, 768], null), tensor([1, 197, 768], [1, 0, 2]))).toBe(true);
+  });
+});
+
+describe('elementwiseMemoryOrder (TensorIterator reorder_dimensions)', () => {
+  it('a sum is laid out as its first operand; a contiguous first operand makes it contiguous whatever the second', () => {
+    expect(elementwiseMemoryOrder([8, 197, 768], [tensor([8, 197, 768], [1, 0, 2]), tensor([8, 197, 768], null)])).toEqual([1, 0, 2]);
+    expect(elementwiseMemoryOrder([8, 197, 768], [tensor([8, 197, 768], null), tensor([8, 197, 768], [1, 0, 2])])).toBeNull();
+  });
+
+  it('a broadcast first operand decides only the pairs where it has both strides: the second decides the rest', () => {
+    // pos[1, L, E] + b[B, L, E] laid out [B, E, L]: pos decides L against E (contiguous), b puts B outermost
+    expect(elementwiseMemoryOrder([8, 197, 768], [tensor([1, 197, 768], null), tensor([8, 197, 768], [0, 2, 1])])).toBeNull();
+    // with b laid out [L, B, E], b decides B against L and E
+    expect(elementwiseMemoryOrder([8, 197, 768], [tensor([1, 197, 768], null), tensor([8, 197, 768], [1, 0, 2])])).toEqual([1, 0, 2]);
+  });
+});
+
+describe('isContiguous', () => {
+  it('contiguous strides in every dimension of more than one element', () => {
+    expect(isContiguous(tensor([8, 197, 768], null))).toBe(true);
+    expect(isContiguous(tensor([8, 197, 768], [1, 0, 2]))).toBe(false);
+    expect(isContiguous(tensor([1, 197, 768], [1, 0, 2]))).toBe(true);
   });
 });

@@ -1,8 +1,10 @@
 /**
+ * nn.MultiheadAttention's batch-first output is a transposed view, and its input is transposed for in_proj: where
+ * that memory order travels with a gradient (TensorImpl.memoryOrder), PyTorch copies or steals by it.
+ *
  * torchvision's ViT under reentrant checkpointing (engine/models/vit.ts, Autograd.checkpointReentrant), recorded on
- * the H100 (test/fixtures/calibration/vit_*_reentrant*). The residual stream is [N, B, E] in memory
- * (nn.MultiheadAttention's batch-first output is a transposed view, and `x + input` is laid out as its first
- * operand), and that layout decides three things in the backward:
+ * the H100 (test/fixtures/calibration/vit_*_reentrant*): the residual stream is [N, B, E] in memory (`x + input` is
+ * laid out as its first operand, the attention's output), and that decides three things in the backward:
  * - AccumulateGrad steals the gradient of a checkpoint's detached input only where it obeys the input's layout
  *   (`obeys_layout_contract`), else copies it (`clone_obey_contract`): at the last block, whose gradient comes
  *   contiguous from encoder.ln, and at the first, whose input (patches plus positions) is contiguous; the blocks
@@ -12,6 +14,9 @@
  * Before these were modelled, memplan freed the last block's gradient where PyTorch copied it, and reserved up to
  * 6.3% less than these runs; it promised ViT-L/16 410 under 16 GiB where 403 is the largest that fits
  * (test/fixtures/boundary-suite: 403 fits, 404-406 run out).
+ *
+ * A layer list's `residual` of layer_norm and self_attention (`x + attention(norm(x))`): the gradient of the
+ * attention's input comes back transposed, and the layer norm's backward copies it (`dY.contiguous()`).
  */
 import { describe, expect, it } from 'vitest';
 import { parsePlan } from '../../../engine/plan/parse.ts';
@@ -51,4 +56,14 @@ describe('ViT with reentrant checkpointing, recorded on the H100', () => {
     expect(all.some((a) => a.label === 'checkpoint input (detached).grad')).toBe(false);
     expect(all.some((a) => /mlp\.3 \(reshaped\)$/.test(a.label))).toBe(false);
   });
+
+  it("a layer list's transformer (layers_transformer_amp_bf16_ckpt_adam_forloop): every allocation and free in order, the layer norm before each attention copying the gradient that comes back transposed", () => {
+    expectSameRequestsPlacedElsewhere('layers_transformer_amp_bf16_ckpt_adam_forloop');
+    const all = allocationsOf(parsePlan(recording('layers_transformer_amp_bf16_ckpt_adam_forloop').plan));
+    const copies = all.filter((a) => a.label.endsWith('backward: grad.contiguous()')).map((a) => a.label);
+    // 4 attention residuals (layers.1, a repeat of 4 bodies), 3 steps
+    expect(copies).toHaveLength(4 * 3);
+    for (const label of copies) expect(label).toMatch(/^layers\.1\.bodies\.\d\.0\.body\.0 \(layer_norm\) backward: grad\.contiguous\(\)$/);
+  });
 });
+
