@@ -65,7 +65,9 @@ export class TensorImpl {
   /**
    * Where a dense tensor's dimensions lie in memory, outermost first, when not in its own order (null:
    * contiguous): [1, 0, 2] for a [B, L, E] tensor whose memory is [L, B, E] (nn.MultiheadAttention's batch-first
-   * output). Only what `obeysLayoutContract` reads: set where a model's tensors are known to be laid out otherwise.
+   * output). Set where PyTorch's would be laid out otherwise (nn.MultiheadAttention's transposes, and what follows
+   * from them: elementwiseMemoryOrder, reshapedMemoryOrder); read where PyTorch copies or steals by layout
+   * (obeysLayoutContract, isContiguous).
    */
   memoryOrder: readonly number[] | null = null;
 
