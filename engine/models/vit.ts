@@ -88,8 +88,8 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
   function encoderLayer(rt: Runtime, input: Tensor, i: number): Tensor {
     const { cuda } = rt;
     const l = `encoder.layers.encoder_layer_${i}`;
-    // every layer input but the first is a residual sum in [N, B, E] memory
-    const x1 = layerNorm(rt, input, w(`${l}.ln_1.weight`), w(`${l}.ln_1.bias`), `${l}.ln_1`, { inputContiguous: i === 0, gradContiguous: false });
+    // every layer input but the first is a residual sum in [N, B, E] memory (its memory order: the norm copies it)
+    const x1 = layerNorm(rt, input, w(`${l}.ln_1.weight`), w(`${l}.ln_1.bias`), `${l}.ln_1`);
     const attn = multiHeadSelfAttention(
       rt,
       x1,
@@ -101,7 +101,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
     cuda.release(x1);
     const x = addTensors(rt, attn, input, `${l} x + input`);
     cuda.release(attn);
-    const y1 = layerNorm(rt, x, w(`${l}.ln_2.weight`), w(`${l}.ln_2.bias`), `${l}.ln_2`, { inputContiguous: false });
+    const y1 = layerNorm(rt, x, w(`${l}.ln_2.weight`), w(`${l}.ln_2.bias`), `${l}.ln_2`);
     // `y = self.mlp(y)`: the Sequential drops each intermediate, the block's y lives until mlp returns
     const h = linear(rt, y1, w(`${l}.mlp.0.weight`), w(`${l}.mlp.0.bias`), `${l}.mlp.0`);
     const g = activation(rt, 'gelu', h, `${l}.mlp.1`);
@@ -140,7 +140,7 @@ export function visionTransformer(name: string, options: VisionOptions): Trainab
       // `x = self.encoder(x)`: the caller's x (the cat) lives until the encoder returns
       const withPos = addTensors(rt, joined, w('encoder.pos_embedding'), 'input + pos_embedding');
       const h = runBlocks(rt, withPos, arch.layers, checkpointing, (x, i) => encoderLayer(rt, x, i), [], reuse);
-      const normed = layerNorm(rt, h, w('encoder.ln.weight'), w('encoder.ln.bias'), 'encoder.ln', { inputContiguous: false });
+      const normed = layerNorm(rt, h, w('encoder.ln.weight'), w('encoder.ln.bias'), 'encoder.ln');
       cuda.release(h);
       cuda.release(joined);
       const first = cuda.view(normed, [b, e]);

@@ -33,8 +33,15 @@ export class Autocast {
       const hit = this.cache.get(t.storage);
       if (hit) return cuda.ref(hit);
     }
+    // `t.to(dtype)` keeps a dense tensor's strides (MemoryFormat::Preserve), and so does its backward's `grad.to(...)`
     const out = cuda.empty(t.shape, dtype, `${label} (autocast to ${dtype})`, 'activation');
-    autograd.record('ToCopyBackward0', [t], [out], [], ([grad]) => [grad ? cuda.empty(t.shape, t.dtype, `grad of ${label} (back to ${t.dtype})`) : null]);
+    out.impl.memoryOrder = t.impl.memoryOrder;
+    autograd.record('ToCopyBackward0', [t], [out], [], ([grad]) => {
+      if (!grad) return [null];
+      const back = cuda.empty(t.shape, t.dtype, `grad of ${label} (back to ${t.dtype})`);
+      back.impl.memoryOrder = grad.impl.memoryOrder;
+      return [back];
+    });
     if (cacheable) {
       this.cache.set(t.storage, out);
       return cuda.ref(out);

@@ -10,29 +10,26 @@ import { castFp32 } from './autocast.ts';
 import { addScalarInPlace, meanLastDim, mul, rsqrt, square, toDType } from './elementwise.ts';
 import type { Runtime } from './runtime.ts';
 
-/** Memory order of a layer norm's input and of the gradient its output gets (default: both contiguous). */
-export interface LayerNormLayout {
-  /** A non-contiguous input is copied for the kernel (`expect_contiguous`), in forward and again in backward. */
-  inputContiguous?: boolean;
-  /** A non-contiguous incoming gradient is copied in backward. */
-  gradContiguous?: boolean;
-}
-
 /** `F.layer_norm`; autocast runs it in fp32 (its input cast if needed). */
-export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string, layout: LayerNormLayout = {}): Tensor {
-  if (!rt.autocast) return layerNormImpl(rt, x, weight, bias, label, layout);
+export function layerNorm(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
+  if (!rt.autocast) return layerNormImpl(rt, x, weight, bias, label);
   const xc = castFp32(rt, x, `${label} input`);
-  const out = layerNormImpl(rt, xc, weight, bias, label, layout);
+  const out = layerNormImpl(rt, xc, weight, bias, label);
   rt.cuda.release(xc);
   return out;
 }
 
-function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string, layout: LayerNormLayout): Tensor {
+/**
+ * The kernel reads its input and the incoming gradient contiguous (`expect_contiguous`): one that is not, by its
+ * memory order (TensorImpl.memoryOrder: a ViT's residual stream, the gradient of nn.MultiheadAttention's input), is
+ * copied, the input in forward and again in backward.
+ */
+function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | null, label: string): Tensor {
   const { cuda, autograd } = rt;
   const rows = x.numel / x.shape[x.shape.length - 1]!;
   const needs = autograd.needsGrad([x, weight, bias]);
   const savedInput = autograd.saveInputs(needs, [x]);
-  const inputContiguous = layout.inputContiguous ?? isContiguous(x);
+  const inputContiguous = isContiguous(x);
   const contiguousCopy = inputContiguous ? null : cuda.empty(x.shape, x.dtype, `${label} input.contiguous()`, 'temporary');
   const out = cuda.empty(x.shape, x.dtype, label, 'activation');
   const mean = cuda.empty([rows], accType(x.dtype), `${label} mean`, 'activation');
@@ -50,7 +47,7 @@ function layerNormImpl(rt: Runtime, x: Tensor, weight: Tensor, bias: Tensor | nu
     const dx = autograd.needsGrad([x]) ? cuda.empty(x.shape, grad.dtype, `grad of ${label} input`) : null;
     const dw = autograd.needsGrad([weight]) ? cuda.empty(weight.shape, weight.dtype, `grad of ${label} weight`) : null;
     const db = bias && autograd.needsGrad([bias]) ? cuda.empty(bias.shape, bias.dtype, `grad of ${label} bias`) : null;
-    const gCopy = layout.gradContiguous === false || !isContiguous(grad) ? cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary') : null;
+    const gCopy = isContiguous(grad) ? null : cuda.empty(grad.shape, grad.dtype, `${label} backward: grad.contiguous()`, 'temporary');
     cuda.release(gCopy);
     cuda.release(xCopy);
     return [dx, dw, db];
