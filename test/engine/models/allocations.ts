@@ -94,6 +94,10 @@ export interface Recording {
   peak_reserved_bytes: number;
   /** Each step as it ran: GradScaler skips a step whose fp16 gradients overflowed (random data). */
   steps?: { skipped?: boolean }[];
+  /** PYTORCH_CUDA_ALLOC_CONF as the run set it (null: PyTorch's defaults). */
+  alloc_conf?: string | null;
+  /** The cap set_per_process_memory_fraction imposed: `allowed_bytes` is the allocator's limit (null: none). */
+  cap?: { allowed_bytes: number | null } | null;
 }
 
 /**
@@ -144,7 +148,8 @@ export function expectSameRequestsPlacedElsewhere(name: string): SimulateResult 
   expect(real.length).toBeGreaterThan(3000);
   expect(requestsOf(events)).toEqual(real);
   const m = recording(name);
-  const replay = replaySnapshot(snapshot, { allocConf: '' });
+  // replayed as it ran: its allocator settings, and its cap (garbage collection runs only under one)
+  const replay = replaySnapshot(snapshot, { allocConf: m.alloc_conf ?? '', memoryLimitBytes: m.cap?.allowed_bytes ?? undefined });
   expect(replay.firstMismatch).toBeNull();
   expect(replay.simPeakAllocatedBytes).toBe(m.peak_allocated_bytes);
   expect(replay.simPeakReservedBytes).toBe(m.peak_reserved_bytes);

@@ -1,8 +1,8 @@
 /**
  * The boundary suite (test/fixtures/boundary-suite/suite.json, bench/boundary-suite.ts): real max-batch searches on
  * an H100 whose every trial ran 6 steps in a fresh process (issue 10; issue 14 added Qwen3, Phi-3, Mistral beyond
- * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE, OLMo 2 and SmolLM3; 17 held-out cases, heldout_*: combinations of settings the suite did
- * not have, memplan unchanged for them).
+ * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE, OLMo 2 and SmolLM3; 24 held-out cases, heldout_*: combinations of settings the suite did
+ * not have, memplan unchanged for them, seven of them under the allocator settings of the posts on fragmentation).
  * Targets (issue 10): memplan's largest batch is never above the largest that fit, at
  * most 2% below it (1 below under 50), and the simulated peak reserved at that batch is within 1% of the real one.
  * Cases with a `known_failure` say which allocation or behaviour differs; they are asserted to still miss, so that a
@@ -38,6 +38,14 @@ describe('the boundary suite: fresh-process searches on an H100', () => {
     const checkpointed = (c: (typeof suite)[number]) => (c.plan.training.activation_checkpointing ?? 'none') !== 'none';
     expect(lora.some(checkpointed)).toBe(true);
     expect(lora.some((c) => !checkpointed(c))).toBe(true);
+  });
+  it('covers the allocator settings the posts on fragmentation recommend, each under a cap (where garbage collection runs)', () => {
+    const confs = suite.map((c) => (c.plan.allocator as { conf?: string } | undefined)?.conf ?? '');
+    for (const key of ['expandable_segments:True', 'max_split_size_mb:', 'garbage_collection_threshold:', 'roundup_power2_divisions:']) {
+      expect(confs.filter((conf) => conf.includes(key)).length, key).toBeGreaterThan(0);
+    }
+    // settings combined, as the posts combine them
+    expect(confs.some((conf) => conf.includes('garbage_collection_threshold:') && conf.includes('max_split_size_mb:'))).toBe(true);
   });
   it('every fresh-process trial fits or runs out as memplan simulates it (6 steps), failing batches below a fitting one included', () => {
     let trials = 0;
