@@ -2,15 +2,24 @@
  * The caveats of an answer (engine/result/caveats.ts: ids with parameters, carried by every simulate and
  * max-batch result) in English: one line of assumptions, one of confidence and its grounds.
  */
-import type { Caveats } from '../engine/index.ts';
+import type { Caveats, ModelBuild } from '../engine/index.ts';
 import { groupDigits } from './words.ts';
+
+/** How the weights reach the GPU, as the plan's kind of model is built (caveat parameters_loaded_in_training_dtype). */
+const WEIGHTS: Record<ModelBuild, string> = {
+  from_pretrained: 'weights loaded as from_pretrained(..., dtype=...) then .to("cuda")',
+  torchvision: 'the model built by torchvision.models on the CPU, in its training dtype, then .to("cuda")',
+  layers: 'the layers built on the CPU as nn.Modules, in their training dtype, then .to("cuda")',
+};
 
 /** The caveats in words: one line of assumptions, one of confidence and its grounds. */
 export function caveatsText(c: Caveats): string[] {
   const accumulation = c.items.find((i) => i.id === 'standard_step');
   const steps = accumulation?.id === 'standard_step' && accumulation.grad_accumulation_steps > 1 ? `${accumulation.grad_accumulation_steps} micro-steps of ` : '';
+  const loaded = c.items.find((i) => i.id === 'parameters_loaded_in_training_dtype');
+  const built = loaded?.id === 'parameters_loaded_in_training_dtype' ? loaded.built_by : 'from_pretrained';
   const assumes =
-    'Assumes: weights loaded as from_pretrained(..., dtype=...) then .to("cuda"); the standard step ' +
+    `Assumes: ${WEIGHTS[built]}; the standard step ` +
     `(${steps}forward, loss, backward, optimizer.step(), zero_grad(set_to_none=True)); a fresh process; the steady state.`;
   const moe = c.items.find((i) => i.id === 'moe_routing');
   const routing =

@@ -13,13 +13,19 @@ import { z } from 'zod';
 import { hasBf16Arithmetic, type Evidence, type GpuSpec } from '../gpu/catalog.ts';
 import { hfConfigOf, type Plan } from '../plan/schema.ts';
 import { resolveHfConfig } from '../models/hf/config.ts';
+import { PRESETS } from '../models/presets.ts';
 
 /** How a figure of the catalog is known (engine/gpu/catalog.ts `evidenceSchema`), or `unknown`: a GPU not from the catalog. */
 const evidenceKind = z.enum(['measured', 'derived', 'unconfirmed', 'unknown']);
 
 export const caveatSchema = z.discriminatedUnion('id', [
-  /** Parameters created in their training dtype on the CPU, then moved with .to("cuda") (docs/plan-format.md). */
-  z.object({ id: z.literal('parameters_loaded_in_training_dtype') }),
+  /**
+   * Parameters created in their training dtype on the CPU, then moved with .to("cuda") one by one in module order
+   * (docs/plan-format.md), as the plan's model is built: a Hugging Face model loaded with from_pretrained(...,
+   * dtype=...), a torchvision model or a layer list built by its constructor and cast (`built_by`; results saved
+   * before it was said read as from_pretrained, what memplan said then).
+   */
+  z.object({ id: z.literal('parameters_loaded_in_training_dtype'), built_by: z.enum(['from_pretrained', 'torchvision', 'layers']).default('from_pretrained') }),
   /** forward, loss / accumulation steps, backward; optimizer.step(); zero_grad(set_to_none=True). */
   z.object({ id: z.literal('standard_step'), grad_accumulation_steps: z.number().int().positive() }),
   /** Nothing cached by earlier work in the process (a search in one process can differ by a batch or two). */
@@ -78,6 +84,8 @@ export const caveatsSchema = z.object({
 });
 
 export type Caveat = z.output<typeof caveatSchema>;
+/** How a plan's model is built before `.to("cuda")` (caveat parameters_loaded_in_training_dtype). */
+export type ModelBuild = Extract<Caveat, { id: 'parameters_loaded_in_training_dtype' }>['built_by'];
 export type CaveatId = Caveat['id'];
 export type Caveats = z.output<typeof caveatsSchema>;
 export type Confidence = Caveats['confidence'];
@@ -96,10 +104,18 @@ export interface SimulationFindings {
   convWorkspacesEstimated: boolean;
 }
 
+/** How the plan's model is built before `.to("cuda")`: as a user of its kind builds it. */
+function builtBy(plan: Plan): ModelBuild {
+  const m = plan.model;
+  if ('layers' in m) return 'layers';
+  if ('torchvision' in m || ('preset' in m && PRESETS[m.preset]?.kind === 'torchvision')) return 'torchvision';
+  return 'from_pretrained';
+}
+
 /** What a simulation of `plan` on `device` assumes, and how sure memplan is. */
 export function caveatsFor(plan: Plan, device: CaveatDevice, found?: SimulationFindings): Caveats {
   const items: Caveat[] = [
-    { id: 'parameters_loaded_in_training_dtype' },
+    { id: 'parameters_loaded_in_training_dtype', built_by: builtBy(plan) },
     { id: 'standard_step', grad_accumulation_steps: plan.training.grad_accumulation_steps },
     { id: 'fresh_process' },
     { id: 'steady_state' },

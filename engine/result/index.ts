@@ -55,6 +55,6 @@ export {
   type Trial,
   type UnstableRegion,
 } from './max-batch.ts';
-export { CALIBRATED_GPU, CONFIDENCE_LEVELS, caveatSchema, caveatsFor, caveatsSchema, type Caveat, type CaveatDevice, type CaveatId, type Caveats, type Confidence } from './caveats.ts';
+export { CALIBRATED_GPU, CONFIDENCE_LEVELS, caveatSchema, caveatsFor, caveatsSchema, type Caveat, type CaveatDevice, type CaveatId, type Caveats, type Confidence, type ModelBuild } from './caveats.ts';
 export { replayResultSchema, whatIfSchema, peakSegmentsSchema, segmentSchema, type ReplayResult, type WhatIf, type PeakSegments, type SegmentInfo } from './replay.ts';
 export { gpuListSchema, presetListSchema, type GpuList, type PresetList } from './lists.ts';

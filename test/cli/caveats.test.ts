@@ -46,7 +46,10 @@ describe('caveats', () => {
 
   it('the text ends with what it assumes and the confidence with its grounds', () => {
     const h100 = memplan(['simulate', mlp]).stdout;
-    expect(h100).toMatch(/^Assumes: weights loaded as from_pretrained\(\.\.\., dtype=\.\.\.\) then \.to\("cuda"\); the standard step .*a fresh process; the steady state\.$/m);
+    // the MLP example is a layer list: built as nn.Modules, not loaded with from_pretrained
+    expect(h100).toMatch(/^Assumes: the layers built on the CPU as nn\.Modules, in their training dtype, then \.to\("cuda"\); the standard step .*a fresh process; the steady state\.$/m);
+    expect(memplan(['simulate', 'examples/llama-3-8b-bf16.plan.json', '--seq-len', '128', '--no-advice']).stdout).toMatch(/^Assumes: weights loaded as from_pretrained\(\.\.\., dtype=\.\.\.\) then \.to\("cuda"\); /m);
+    expect(memplan(['simulate', 'examples/resnet50-amp.plan.json', '--batch-size', '8', '--no-advice']).stdout).toMatch(/^Assumes: the model built by torchvision\.models on the CPU, in its training dtype, then \.to\("cuda"\); /m);
     expect(h100).toMatch(/^Confidence: high: h100-sxm is the GPU memplan's calibration runs were recorded on\.$/m);
     const l4 = memplan(['max-batch', mlp, '--gpu', 'l4']).stdout;
     expect(l4).toMatch(/^Confidence: medium: the cuBLAS and cuDNN workspaces are the H100's, not measured on l4/m);

@@ -177,6 +177,18 @@ describe('Chinese as the glossary and the editor say it', () => {
     expect(zh.rUnstableRecBelow('40', '44')).toBe('推荐的批量（40）保持在 44 以下，这一范围内试过的批量都放得下。');
     expect(zh.rCaveatMixtralNotMeasured).toContain('hidden_size 1024');
   });
+  it('says how the weights reach the GPU as the model is built, in every locale', () => {
+    for (const locale of locales) {
+      const m = messagesFor(locale);
+      const said = (built_by: 'from_pretrained' | 'torchvision' | 'layers') => caveatWords(m, { id: 'parameters_loaded_in_training_dtype', built_by }, locale).text;
+      expect(said('from_pretrained')).toContain('from_pretrained(..., dtype=...)');
+      expect(said('torchvision')).toContain('torchvision.models');
+      expect(said('torchvision')).not.toContain('from_pretrained');
+      expect(said('layers')).toContain('nn.Module');
+      expect(said('layers')).not.toContain('from_pretrained');
+      for (const b of ['from_pretrained', 'torchvision', 'layers'] as const) expect(said(b)).toContain('.to("cuda")');
+    }
+  });
   it('formats a caveat’s batch with the locale’s own number format', () => {
     for (const locale of locales) expect(caveatWords(messagesFor(locale), { id: 'bf16_emulated', gpu: 't4' }, locale, () => 'Tesla T4').text).toContain('Tesla T4');
     const caveat = { id: 'conv_workspaces_estimated', batch: 1872 } as Caveat;

@@ -7,7 +7,7 @@
  * 梯度累积, 混合精度, 峰值, 激活值, 优化器状态, 批量大小. PyTorch's own names (max_memory_reserved(),
  * PYTORCH_CUDA_ALLOC_CONF, "CUDA out of memory") stay as PyTorch writes them.
  */
-import type { AdviceId } from '../../../engine/result/index.ts';
+import type { AdviceId, ModelBuild } from '../../../engine/result/index.ts';
 import { defineMessages } from './types.ts';
 
 const en = {
@@ -237,7 +237,12 @@ const en = {
   rConfidence: (level: 'high' | 'medium' | 'low') => ({ high: 'High confidence', medium: 'Medium confidence', low: 'Low confidence' })[level],
   rConfidenceWhy: 'Why:',
   rAssumes: 'It assumes:',
-  rCaveatLoaded: 'Weights created in their training dtype, then moved with .to("cuda"), as from_pretrained(..., dtype=...) loads them.',
+  rCaveatLoaded: (built: ModelBuild) =>
+    ({
+      from_pretrained: 'Weights created in their training dtype, then moved with .to("cuda"), as from_pretrained(..., dtype=...) loads them.',
+      torchvision: 'The model built by torchvision.models on the CPU in its training dtype, then moved with .to("cuda").',
+      layers: 'The layers built on the CPU as nn.Modules in their training dtype, then moved with .to("cuda").',
+    })[built],
   rCaveatStep: (steps: number) =>
     `The standard step: ${steps > 1 ? `${steps} micro-steps of ` : ''}forward, loss, backward; optimizer.step(); zero_grad(set_to_none=True).`,
   rCaveatFresh: 'A fresh process: nothing cached by earlier work (a search inside one process can differ by a batch or two).',
@@ -468,7 +473,12 @@ const zh = {
   rConfidence: (level: 'high' | 'medium' | 'low') => ({ high: '可信度高', medium: '可信度中等', low: '可信度低' })[level],
   rConfidenceWhy: '依据：',
   rAssumes: '前提：',
-  rCaveatLoaded: '权重按训练时的 dtype 创建，再用 .to("cuda") 移到 GPU，和 from_pretrained(..., dtype=...) 的加载方式一样。',
+  rCaveatLoaded: (built: ModelBuild) =>
+    ({
+      from_pretrained: '权重按训练时的 dtype 创建，再用 .to("cuda") 移到 GPU，和 from_pretrained(..., dtype=...) 的加载方式一样。',
+      torchvision: '模型由 torchvision.models 在 CPU 上按训练时的 dtype 构建，再用 .to("cuda") 移到 GPU。',
+      layers: '各层先在 CPU 上按训练时的 dtype 构建成 nn.Module，再用 .to("cuda") 移到 GPU。',
+    })[built],
   rCaveatStep: (steps: number) =>
     `标准的训练步：${steps > 1 ? `${steps} 个微步的` : ''}前向传播、计算损失、反向传播；optimizer.step()；zero_grad(set_to_none=True)。`,
   rCaveatFresh: '全新的进程：没有之前的工作留下的缓存（在同一个进程里搜索，结果可能差一两个批量）。',

@@ -161,7 +161,7 @@ export function noteText(m: M, n: Note, locale: Locale): string {
 export function caveatWords(m: M, c: Caveat, locale: Locale, gpuName: (id: string) => string = (id) => id): { kind: 'assumption' | 'ground'; text: string } {
   switch (c.id) {
     case 'parameters_loaded_in_training_dtype':
-      return { kind: 'assumption', text: m.rCaveatLoaded };
+      return { kind: 'assumption', text: m.rCaveatLoaded(c.built_by) };
     case 'standard_step':
       return { kind: 'assumption', text: m.rCaveatStep(c.grad_accumulation_steps) };
     case 'fresh_process':

@@ -40,6 +40,18 @@ describe('caveats of an answer', () => {
     expect(on(mlp({}, { memory_limit_bytes: 2 ** 34 })).confidence).toBe('high');
   });
 
+  it('says how the model reaches the GPU as its kind is built: from_pretrained, a torchvision constructor, the layers', () => {
+    const loaded = (plan: Plan) => on(plan).items.find((i) => i.id === 'parameters_loaded_in_training_dtype');
+    expect(loaded(mlp())).toEqual({ id: 'parameters_loaded_in_training_dtype', built_by: 'layers' });
+    const with_ = (model: Record<string, unknown>) => parsePlan({ format: 'memplan.plan', version: 1, model, training: { batch_size: 2, seq_len: 64, precision: 'bf16' } });
+    expect(loaded(with_({ preset: 'gpt2' }))).toMatchObject({ built_by: 'from_pretrained' });
+    expect(loaded(with_({ hf_config: { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, vocab_size: 100 } }))).toMatchObject({ built_by: 'from_pretrained' });
+    expect(loaded(with_({ preset: 'resnet50' }))).toMatchObject({ built_by: 'torchvision' });
+    expect(loaded(with_({ torchvision: 'vit_b_16', num_classes: 10 }))).toMatchObject({ built_by: 'torchvision' });
+    // results saved before memplan said it read as what it said then
+    expect(caveatsSchema.parse({ confidence: 'high', items: [{ id: 'parameters_loaded_in_training_dtype' }] }).items[0]).toEqual({ id: 'parameters_loaded_in_training_dtype', built_by: 'from_pretrained' });
+  });
+
   it('carries the accumulation steps of the plan', () => {
     expect(on(mlp({ grad_accumulation_steps: 4 })).items).toContainEqual({ id: 'standard_step', grad_accumulation_steps: 4 });
   });
