@@ -2,8 +2,8 @@
  * The boundary suite (test/fixtures/boundary-suite/suite.json, bench/boundary-suite.ts): real max-batch searches on
  * an H100 whose every trial ran 6 steps in a fresh process (issue 10; issue 14 added Qwen3, Phi-3, Mistral beyond
  * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE, OLMo 2 and SmolLM3; 27 held-out cases, heldout_*: combinations of settings the suite did
- * not have, memplan unchanged for them, seven of them under the allocator settings of the posts on fragmentation and three
- * on the whole H100 at published sizes).
+ * not have, memplan unchanged for them, seven of them under the allocator settings of the posts on fragmentation, three
+ * on the whole H100 at published sizes and two on the whole of an H200, whose plans name it).
  * Targets (issue 10): memplan's largest batch is never above the largest that fit, at
  * most 2% below it (1 below under 50), and the simulated peak reserved at that batch is within 1% of the real one.
  * Cases with a `known_failure` say which allocation or behaviour differs; they are asserted to still miss, so that a
@@ -48,11 +48,13 @@ describe('the boundary suite: fresh-process searches on an H100', () => {
     // settings combined, as the posts combine them
     expect(confs.some((conf) => conf.includes('garbage_collection_threshold:') && conf.includes('max_split_size_mb:'))).toBe(true);
   });
-  it('searches the whole H100 too, with no cap (cudaMalloc runs out, past what the process holds outside PyTorch): Hugging Face models among them', () => {
+  it('searches whole GPUs too, the H100 and an H200, with no cap (cudaMalloc runs out, past what the process holds outside PyTorch): Hugging Face models among them', () => {
     const whole = suite.filter((c) => c.cap_bytes === null);
     expect(whole.length).toBeGreaterThanOrEqual(6);
     expect(whole.filter((c) => 'hf_config' in (c.plan.model as object)).length).toBeGreaterThanOrEqual(4);
     expect(whole.some((c) => c.plan.training.lora)).toBe(true);
+    // and a second GPU of the catalog, the H200, whole
+    expect(whole.filter((c) => (c.plan.gpu as { name?: string } | undefined)?.name === 'h200').length).toBeGreaterThanOrEqual(2);
   });
   it('every fresh-process trial fits or runs out as memplan simulates it (6 steps), failing batches below a fitting one included', () => {
     let trials = 0;
