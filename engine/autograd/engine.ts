@@ -11,7 +11,7 @@
  */
 import type { CudaDevice } from '../tensor/cuda.ts';
 import type { DType } from '../tensor/dtype.ts';
-import { numel, obeysLayoutContract, reshapedMemoryOrder, type Tensor } from '../tensor/tensor.ts';
+import { numel, obeysLayoutContract, reshapedMemoryOrder, swappedMemoryOrder, type Tensor } from '../tensor/tensor.ts';
 import { ReadyQueue } from './ready-queue.ts';
 
 /** The gradient of each forward output, in; the gradient of each forward input, out (null: none). */
@@ -174,7 +174,7 @@ class ViewBackward extends Node {
     if (!grad) return [null];
     // a transpose or permute recorded by its shape alone: its backward is a view whose order is not tracked
     if (!this.swapped && !RESHAPES.has(this.name)) return [this.device.view(grad, this.inputShape)];
-    const order = this.swapped ? swappedMemoryOrder(grad, this.swapped) : reshapedMemoryOrder(grad.shape, grad.impl.memoryOrder, this.inputShape);
+    const order = this.swapped ? swappedMemoryOrder(grad, ...this.swapped) : reshapedMemoryOrder(grad.shape, grad.impl.memoryOrder, this.inputShape);
     if (order === undefined) return [this.device.empty(this.inputShape, grad.dtype, this.copyLabel ?? `gradient reshaped in ${this.name} (contiguous copy)`)];
     const view = this.device.view(grad, this.inputShape);
     view.impl.memoryOrder = order;
@@ -190,12 +190,6 @@ class ViewBackward extends Node {
  * dimensions of one element, always a view.
  */
 const RESHAPES = new Set(['ViewBackward0', 'UnsafeViewBackward0', 'UnsqueezeBackward0', 'SqueezeBackward0', 'AliasBackward0']);
-
-/** The memory order of `t.transpose(i, j)` (see TensorImpl.memoryOrder). */
-function swappedMemoryOrder(t: Tensor, [i, j]: readonly [number, number]): readonly number[] | null {
-  const order = (t.impl.memoryOrder ?? t.shape.map((_, k) => k)).map((d) => (d === i ? j : d === j ? i : d));
-  return order.every((d, k) => d === k) ? null : order;
-}
 
 /** `AccumulateGrad`: a leaf's node, which makes or adds into its `.grad`. */
 class AccumulateGrad extends Node {
@@ -562,7 +556,7 @@ export class Autograd {
     const shape = [...t.shape];
     [shape[i], shape[j]] = [shape[j]!, shape[i]!];
     const out = this.viewOf(name, t, shape, [i, j]);
-    out.impl.memoryOrder = swappedMemoryOrder(t, [i, j]);
+    out.impl.memoryOrder = swappedMemoryOrder(t, i, j);
     return out;
   }
 

@@ -195,11 +195,13 @@ export function elementwiseMemoryOrder(shape: readonly number[], operands: reado
 
 /** Whether a dense tensor is contiguous (`is_contiguous()`: contiguous strides in every dimension of more than one element). */
 export function isContiguous(t: Tensor): boolean {
-  const order = t.impl.memoryOrder;
-  if (order === null) return true;
-  const strides = denseStrides(t.shape, order);
-  const contiguous = denseStrides(t.shape, null);
-  return strides.every((s, k) => t.shape[k] === 1 || s === contiguous[k]);
+  return t.impl.memoryOrder === null || sameStridesWhereSized(t.shape, t.impl.memoryOrder, null);
+}
+
+/** The memory order of `t.transpose(i, j)` (see TensorImpl.memoryOrder). */
+export function swappedMemoryOrder(t: Tensor, i: number, j: number): readonly number[] | null {
+  const order = (t.impl.memoryOrder ?? t.shape.map((_, k) => k)).map((d) => (d === i ? j : d === j ? i : d));
+  return order.every((d, k) => d === k) ? null : order;
 }
 
 /** The strides of a dense tensor whose dimensions lie in memory in `order` (outermost first; null: contiguous). */
@@ -220,11 +222,13 @@ function denseStrides(shape: readonly number[], order: readonly number[] | null)
  * when it does, and otherwise copies it into the variable's layout (`clone_obey_contract`).
  */
 export function obeysLayoutContract(grad: Tensor, variable: Tensor): boolean {
-  const a = grad.impl.memoryOrder;
-  const b = variable.impl.memoryOrder;
-  if (a === b) return true;
-  const gs = denseStrides(grad.shape, a);
-  const vs = denseStrides(variable.shape, b);
-  for (let k = 0; k < gs.length; k++) if (grad.shape[k] !== 1 && gs[k] !== vs[k]) return false;
+  return grad.impl.memoryOrder === variable.impl.memoryOrder || sameStridesWhereSized(grad.shape, grad.impl.memoryOrder, variable.impl.memoryOrder);
+}
+
+/** Whether dense tensors of `shape` laid out in orders a and b have the same strides in every dimension of more than one element. */
+function sameStridesWhereSized(shape: readonly number[], a: readonly number[] | null, b: readonly number[] | null): boolean {
+  const sa = denseStrides(shape, a);
+  const sb = denseStrides(shape, b);
+  for (let k = 0; k < shape.length; k++) if (shape[k] !== 1 && sa[k] !== sb[k]) return false;
   return true;
 }
