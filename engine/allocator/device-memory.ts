@@ -8,8 +8,9 @@
  * the driver was measured to (Note [cudaMalloc placement], CudaDriverAddressSpace); devices above 16 TiB (custom
  * ones, and the unbounded device of `needed_bytes`: engine/train/simulate.ts) hand them out top-down, first fit from
  * the highest free range (TopDownAddressSpace), what plan simulation used until the published Gemma 2 2B showed the
- * driver's rule exact where top-down reserved 3.3% too little. Replays use the real addresses where the trace has
- * them (see snapshot/replay.ts).
+ * driver's rule exact where top-down reserved 3.3% too little. Either way expandable segments' ranges go upward, each
+ * above the last (Note [cuMemAddressReserve placement]). Replays use the real addresses where the trace has them (see
+ * snapshot/replay.ts).
  */
 
 /*
@@ -95,6 +96,37 @@ interface AddressRange {
   size: number;
 }
 
+/*
+ * Note [cuMemAddressReserve placement]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * An expandable segment reserves its address range with cuMemAddressReserve (no address asked for, no alignment),
+ * which the driver does not place as it places cudaMalloc's mmaps (Note [cudaMalloc placement]): measured on the H100
+ * (test/fixtures/boundary-suite/recordings/gpt2_large_amp_bf16_adamw_seq1024_expandable_whole_gpu_b15_10steps), the
+ * large pool's first segment came at 0x302000000, the small pool's right above its end at the next 32 MiB boundary,
+ * and the large pool's second (made in step 6, when the first had no address space left for 2.88 GiB) right above
+ * that: bottom-up, each at the next 32 MiB boundary. Only the order matters to the allocator (best fit breaks ties
+ * between equal blocks by address), and the order is what top-down placement got backwards: a second segment below
+ * the first, so equal free blocks were taken from it first, the run's layout drifted from the H100's and its step 7
+ * ran out of memory where the H100's ran until step 9. A segment's range is not given back (PyTorch frees it only
+ * when a segment is wholly unmapped, which the runs here never did).
+ */
+const kFirstReservation = 0x3_0200_0000; // bytes: where the H100's first cuMemAddressReserve landed
+
+/** cuMemAddressReserve's placement (Note [cuMemAddressReserve placement]): upward from the first, 32 MiB aligned. */
+class ReservationsUpward {
+  private next = kFirstReservation;
+
+  reserve(size: number): number {
+    const ptr = this.next;
+    this.next = roundUp(ptr + size, kReservationBytes);
+    return ptr;
+  }
+
+  state(put: (x: number) => void): void {
+    put(this.next);
+  }
+}
+
 /** One mmapped virtual address reservation of the driver and the ranges inside it that no segment holds. */
 interface Reservation {
   /** Order of creation (the search goes newest first). */
@@ -160,6 +192,8 @@ export class CudaDriverAddressSpace implements AddressModel {
   private serials = 0;
   /** Unmapped address space below the context's range, by address. */
   private readonly gaps: AddressRange[] = [];
+  /** Expandable segments' ranges (cuMemAddressReserve). */
+  private readonly reservedUpward = new ReservationsUpward();
   /**
    * At least the largest free range of any reservation (exact after a search that found no room): a cudaMalloc
    * larger than it takes a new reservation without searching. A process holds hundreds of reservations with a
@@ -214,7 +248,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       return ptr;
     }
     if (bytes <= this.roomAtMost) this.roomAtMost = largest; // every reservation with room was searched
-    const reservation = this.reserve(roundUp(size, kReservationBytes), false);
+    const reservation = this.reserve(roundUp(size, kReservationBytes));
     reservation.segments = 1;
     if (reservation.size > bytes) {
       reservation.free.push({ ptr: reservation.ptr + bytes, size: reservation.size - bytes });
@@ -248,14 +282,13 @@ export class CudaDriverAddressSpace implements AddressModel {
     }
   }
 
-  /** `cuMemAddressReserve`: a reservation of its own, never shared with cudaMalloc's segments nor unmapped. */
+  /** `cuMemAddressReserve`: a range of its own, never shared with cudaMalloc's segments (Note [cuMemAddressReserve placement]). */
   reserveAddressSpace(size: number): number {
-    const reservation = this.reserve(roundUp(size, kReservationBytes), true);
-    return reservation.ptr;
+    return this.reservedUpward.reserve(size);
   }
 
   /** A new mmap of `size` bytes: the top of the highest gap larger than it, 32 MiB aligned. */
-  private reserve(size: number, permanent: boolean): Reservation {
+  private reserve(size: number): Reservation {
     for (let g = this.gaps.length - 1; g >= 0; g--) {
       const gap = this.gaps[g]!;
       if (gap.size <= size) continue;
@@ -264,7 +297,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       const above = { ptr: ptr + size, size: gap.ptr + gap.size - ptr - size };
       const below = { ptr: gap.ptr, size: ptr - gap.ptr };
       this.gaps.splice(g, 1, ...[below, above].filter((range) => range.size > 0));
-      const reservation: Reservation = { serial: this.serials++, ptr, size, segments: 0, free: [], largestFree: 0, permanent };
+      const reservation: Reservation = { serial: this.serials++, ptr, size, segments: 0, free: [], largestFree: 0, permanent: false };
       this.reservations.push(reservation);
       return reservation;
     }
@@ -280,6 +313,7 @@ export class CudaDriverAddressSpace implements AddressModel {
       putRanges(put, r.free);
     }
     putRanges(put, this.gaps);
+    this.reservedUpward.state(put);
   }
 }
 
@@ -301,6 +335,7 @@ export interface DeviceMemory {
 /** Top-down first fit from the highest free range, 2 MiB aligned: the unbounded device's placement (and allocator tests'). */
 class TopDownAddressSpace implements AddressModel {
   private next = kDeviceAddressTop;
+  private readonly reservedUpward = new ReservationsUpward();
   /** Free ranges below `next`, by address. */
   private readonly holes: AddressRange[] = [];
 
@@ -323,10 +358,12 @@ class TopDownAddressSpace implements AddressModel {
   state(put: (x: number) => void): void {
     put(this.next);
     putRanges(put, this.holes);
+    this.reservedUpward.state(put);
   }
 
+  /** cuMemAddressReserve: Note [cuMemAddressReserve placement]. */
   reserveAddressSpace(size: number): number {
-    return this.take(size);
+    return this.reservedUpward.reserve(size);
   }
 
   give(ptr: number, size: number): void {

@@ -100,3 +100,23 @@ describe('Note [cudaMalloc placement]: where the CUDA driver puts each segment (
     expect(space.take(30 * MiB)).toBe(top - 64 * MiB); // the top of the highest gap that is large enough
   });
 });
+
+describe('Note [cuMemAddressReserve placement]: where the driver puts expandable segments (H100, driver 580)', () => {
+  it("upward, each at the next 32 MiB boundary: a whole-GPU run's large, small and second large segments where the H100 put them", () => {
+    // GPT-2 large in AMP bf16 with expandable segments on the whole H100 at batch 15: the large pool's segment first
+    // (its first page mapped at its base), then the small pool's, and in step 6 a second large segment for a 2.88 GiB
+    // gradient the first had no address space left for (its block at the new segment's base)
+    const { trace } = readSnapshotBytes(readFileSync(new URL('boundary-suite/recordings/gpt2_large_amp_bf16_adamw_seq1024_expandable_whole_gpu_b15_10steps.pickle.gz', fixtures)));
+    const maps = trace.filter((e) => e.action === 'segment_map');
+    const largeBase = maps[0]!.addr;
+    const smallBase = maps.find((e) => e.size === 2 * MiB)!.addr;
+    const secondLargeBase = trace.find((e) => e.action === 'alloc' && e.size === 3_087_790_080 && e.addr > smallBase)!.addr;
+    const total = 85_017_493_504; // the H100's totalGlobalMem: each range is 1.125 x it, in whole pages
+    const range = (page: number) => Math.ceil((total + Math.floor(total / 8)) / page) * page;
+    const space = new CudaDriverAddressSpace();
+    expect(space.reserveAddressSpace(range(20 * MiB))).toBe(largeBase);
+    expect(space.reserveAddressSpace(range(2 * MiB))).toBe(smallBase);
+    expect(space.reserveAddressSpace(range(20 * MiB))).toBe(secondLargeBase);
+    expect([largeBase, smallBase, secondLargeBase]).toEqual([0x3_0200_0000, 0x19_4800_0000, 0x2f_8e00_0000]);
+  });
+});

@@ -2,8 +2,8 @@
  * The boundary suite (test/fixtures/boundary-suite/suite.json, bench/boundary-suite.ts): real max-batch searches on
  * an H100 whose every trial ran 6 steps in a fresh process (issue 10; issue 14 added Qwen3, Phi-3, Mistral beyond
  * its sliding window and LoRA, GPT-2's included, then Qwen3-MoE, OLMo 2 and SmolLM3; 27 held-out cases, heldout_*: combinations of settings the suite did
- * not have, memplan unchanged for them, seven of them under the allocator settings of the posts on fragmentation, three
- * on the whole H100 at published sizes and two on the whole of an H200, whose plans name it).
+ * not have, memplan unchanged for them, seven of them under the allocator settings of the posts on fragmentation, five
+ * on the whole H100 at published sizes (two with expandable segments) and two on the whole of an H200, whose plans name it).
  * Targets (issue 10): memplan's largest batch is never above the largest that fit, at
  * most 2% below it (1 below under 50), and the simulated peak reserved at that batch is within 1% of the real one.
  * Cases with a `known_failure` say which allocation or behaviour differs; they are asserted to still miss, so that a

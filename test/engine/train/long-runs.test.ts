@@ -51,3 +51,31 @@ describe('long runs on the H100: Phi-3 4-layer with expandable segments under 20
     expect(at43.oom?.step).toBe(fixture.runs.find((r) => r.batch === 43)!.failed_in_step);
   }, 60_000);
 });
+
+describe('a long run on the whole H100: GPT-2 large in AMP bf16 with expandable segments at batch 15', () => {
+  // test/fixtures/boundary-suite/recordings/gpt2_large_amp_bf16_adamw_seq1024_expandable_whole_gpu_b15_10steps: asked
+  // for 10 steps, the H100 ran 8 and ran out of memory in step 9 (its search's 6-step trial fit 15; memplan answers 14)
+  const name = 'gpt2_large_amp_bf16_adamw_seq1024_expandable_whole_gpu_b15_10steps';
+  const m = JSON.parse(readFileSync(new URL(`../../fixtures/boundary-suite/recordings/${name}.json`, import.meta.url), 'utf8')) as {
+    plan: unknown;
+    status: string;
+    oom_message: string;
+    steps: { step: number; peak_allocated_bytes?: number; peak_reserved_bytes?: number }[];
+    memory_stats: Record<string, number>;
+  };
+
+  it("runs out in step 9's backward as the H100 did, every step before it to the byte: its second segment's range above the first (Note [cuMemAddressReserve placement])", () => {
+    const plan = parsePlan(m.plan);
+    const r = simulate(plan, { device: planGpu(plan), untilSteady: false, timelinePoints: 0, peakDetails: false });
+    expect(m.status).toBe('oom');
+    expect(r.oom).toMatchObject({ step: 9, phase: 'backward' });
+    expect(r.oom!.message).toContain('Tried to allocate 2.88 GiB');
+    expect(m.oom_message).toContain('Tried to allocate 2.88 GiB');
+    const ended = r.steps.filter((s) => !s.incomplete);
+    const real = m.steps.filter((s) => s.peak_reserved_bytes !== undefined);
+    expect(ended.length).toBe(8);
+    expect(ended.map((s) => [s.peak_allocated_bytes, s.peak_reserved_bytes])).toEqual(real.map((s) => [s.peak_allocated_bytes, s.peak_reserved_bytes]));
+    // one release of cached pages per step, the H100's nine included
+    expect(r.memory_stats['num_alloc_retries']).toBe(m.memory_stats['num_alloc_retries']);
+  }, 60_000);
+});
